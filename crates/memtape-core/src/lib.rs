@@ -1,0 +1,18 @@
+//! memtape's pure-Rust core: it knows nothing of CPython.
+//!
+//! - [`StackTable`] interns call stacks as a trie of `(parent, code, instruction offset)`,
+//!   so a whole traceback is one `u32`.
+//! - [`LiveTable`] maps live blocks `(domain, address) -> (size, stack)` inline, with
+//!   current/peak accounting.
+//! - [`TraceSet`] is a snapshot of traces with resolved frames, and computes the
+//!   tracemalloc-style statistics on it.
+#![forbid(unsafe_code)]
+
+mod key_hash;
+pub mod live_table;
+pub mod stack_table;
+pub mod trace_set;
+
+pub use live_table::{LiveEntry, LiveTable, TableFull};
+pub use stack_table::{StackId, StackNode, StackTable, EMPTY_STACK};
+pub use trace_set::{GroupBy, GroupStat, StatsError, TraceRecord, TraceSet, TraceSetBuilder};

@@ -1,0 +1,113 @@
+//! Turning the calling thread's Python stack into a stack id, incrementally.
+//!
+//! Each thread keeps the frames of its previous capture (outermost first) with their ids.
+//! A new capture walks the frames (no lock), finds how many outer frames are unchanged,
+//! and interns only the changed inner part, usually one or two frames.
+
+use std::cell::RefCell;
+
+use memtape_core::{StackId, EMPTY_STACK};
+use pyo3::ffi;
+
+use crate::frames::{self, RawFrame};
+use crate::recorder::Recorder;
+
+struct ThreadCapture {
+    /// Scratch: the frames just walked, innermost first.
+    walked: Vec<RawFrame>,
+    /// The previous capture's frames, outermost first, and the stack id ending at each.
+    frames: Vec<RawFrame>,
+    ids: Vec<StackId>,
+    /// The recorder generation the ids belong to.
+    generation: u64,
+}
+
+thread_local! {
+    static CAPTURE: RefCell<ThreadCapture> = const {
+        RefCell::new(ThreadCapture {
+            walked: Vec::new(),
+            frames: Vec::new(),
+            ids: Vec::new(),
+            generation: u64::MAX,
+        })
+    };
+}
+
+impl ThreadCapture {
+    fn intern_walked(&mut self, rec: &mut Recorder) -> StackId {
+        if self.generation != rec.generation {
+            self.frames.clear();
+            self.ids.clear();
+            self.generation = rec.generation;
+        }
+        let n = self.walked.len();
+        let same = self
+            .frames
+            .iter()
+            .zip(self.walked.iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        self.frames.truncate(same);
+        self.ids.truncate(same);
+        let mut id = self.ids.last().copied().unwrap_or(EMPTY_STACK);
+        for f in self.walked[..n - same].iter().rev() {
+            match rec.intern_frame(id, f.code, f.lasti) {
+                Some(next) => id = next,
+                None => break,
+            }
+            self.frames.push(*f);
+            self.ids.push(id);
+        }
+        id
+    }
+
+    fn last_id(&self, rec: &Recorder) -> StackId {
+        if self.generation == rec.generation {
+            self.ids.last().copied().unwrap_or(EMPTY_STACK)
+        } else {
+            EMPTY_STACK
+        }
+    }
+}
+
+/// A capture in progress: the stack was walked (without the lock) and is interned once
+/// the recorder is locked.
+pub(crate) struct Walked {
+    walked: bool,
+}
+
+/// Walks the calling thread's stack. `tstate` must be the calling thread's state with the
+/// GIL held, or null when the thread does not hold the GIL (then the thread's last
+/// captured stack is used).
+#[inline]
+pub(crate) fn walk(tstate: *mut ffi::PyThreadState) -> Walked {
+    if tstate.is_null() {
+        return Walked { walked: false };
+    }
+    let walked = CAPTURE
+        .try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut cap) => {
+                cap.walked.clear();
+                // SAFETY: the caller passes this thread's own thread state, with the GIL.
+                unsafe { frames::walk(tstate, &mut cap.walked) };
+                true
+            }
+            Err(_) => false,
+        })
+        .unwrap_or(false);
+    Walked { walked }
+}
+
+impl Walked {
+    /// The stack id for the walked stack, interned in `rec` (the recorder lock is held).
+    #[inline]
+    pub(crate) fn intern(self, rec: &mut Recorder) -> StackId {
+        CAPTURE
+            .try_with(|cell| match cell.try_borrow_mut() {
+                Ok(mut cap) if self.walked => cap.intern_walked(rec),
+                Ok(cap) => cap.last_id(rec),
+                Err(_) => EMPTY_STACK,
+            })
+            .unwrap_or(EMPTY_STACK)
+    }
+}

@@ -1,0 +1,36 @@
+//! Keeping the recorder consistent across `fork()`.
+//!
+//! Before the fork the forking thread takes the recorder lock (so no other thread is in
+//! the middle of an update) and stops recording its own allocations; both parent and
+//! child release it afterwards. The child keeps tracing with the inherited traces, as
+//! tracemalloc does.
+
+use std::cell::Cell;
+use std::sync::Once;
+
+use crate::hook_mode::{self, HookMode};
+use crate::recorder::RECORDER;
+
+thread_local! {
+    static MODE_BEFORE_FORK: Cell<HookMode> = const { Cell::new(HookMode::Idle) };
+}
+
+extern "C" fn prepare() {
+    MODE_BEFORE_FORK.with(|m| m.set(hook_mode::set(HookMode::Forking)));
+    RECORDER.acquire_for_fork();
+}
+
+extern "C" fn after() {
+    RECORDER.release_after_fork();
+    hook_mode::set(MODE_BEFORE_FORK.with(Cell::get));
+}
+
+/// Registers the fork handlers once per process.
+pub(crate) fn register() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: the handlers are plain functions that never unwind; registering them
+        // has no other precondition. A failure (ENOMEM) leaves fork unprotected, as before.
+        unsafe { libc::pthread_atfork(Some(prepare), Some(after), Some(after)) };
+    });
+}

@@ -1,0 +1,16 @@
+//! CPython 3.11: `tstate->cframe->current_frame`, `f_code`, `prev_instr`.
+use super::FrameLayout;
+
+pub(super) const LAYOUT: FrameLayout = FrameLayout {
+    version: (3, 11),
+    tstate_cframe: Some(56),
+    current_frame: 8,
+    frame_code: 32,
+    frame_previous: 48,
+    frame_instr: 56,
+    frame_owner: 69,
+    code_adaptive: 184,
+    code_firsttraceable: 168,
+    owner_cstack: None,
+    check_code_type: false,
+};

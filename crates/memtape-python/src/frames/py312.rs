@@ -1,0 +1,16 @@
+//! CPython 3.12: `tstate->cframe->current_frame`, `f_code`, `prev_instr`, C-stack shims.
+use super::FrameLayout;
+
+pub(super) const LAYOUT: FrameLayout = FrameLayout {
+    version: (3, 12),
+    tstate_cframe: Some(56),
+    current_frame: 0,
+    frame_code: 0,
+    frame_previous: 8,
+    frame_instr: 56,
+    frame_owner: 70,
+    code_adaptive: 192,
+    code_firsttraceable: 176,
+    owner_cstack: Some(3),
+    check_code_type: false,
+};

@@ -1,0 +1,245 @@
+//! PEP 445 hooks on the RAW, MEM and OBJ domains.
+//!
+//! Each hook forwards to the allocator it wraps and, while tracing, records the block.
+//! Rules (DESIGN.md, hot path): never take the GIL, never call into Python, never allocate
+//! through a hooked allocator (Rust's own allocations go to libc `malloc`), and pass nested
+//! calls straight through.
+
+use std::cell::UnsafeCell;
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pyo3::ffi::{self, PyMemAllocatorDomain, PyMemAllocatorEx};
+
+use crate::capture;
+use crate::hook_mode::{self, HookMode};
+use crate::recorder::{RECORDER, TRACING};
+use crate::thread_state;
+
+/// The domain tracemalloc uses for the Python allocators.
+const PYTHON_DOMAIN: u32 = 0;
+
+/// One wrapped domain: the allocator we forward to.
+struct HookSlot {
+    domain: PyMemAllocatorDomain,
+    /// RAW hooks may run without the GIL; MEM and OBJ always hold it.
+    gil_held: bool,
+    wrapped: UnsafeCell<PyMemAllocatorEx>,
+    /// Our hooks are somewhere in this domain's allocator chain (possibly wrapped by
+    /// another tracer, so not removable).
+    installed: AtomicBool,
+}
+
+// SAFETY: `wrapped` is written only by `install`, with the GIL held and while this slot's
+// hooks are not installed; hooks only read it. The slots are statics that live forever,
+// so a thread still inside a hook after `uninstall` keeps forwarding correctly.
+unsafe impl Sync for HookSlot {}
+
+const EMPTY_ALLOCATOR: PyMemAllocatorEx = PyMemAllocatorEx {
+    ctx: ptr::null_mut(),
+    malloc: None,
+    calloc: None,
+    realloc: None,
+    free: None,
+};
+
+static SLOTS: [HookSlot; 3] = [
+    HookSlot {
+        domain: PyMemAllocatorDomain::PYMEM_DOMAIN_RAW,
+        gil_held: false,
+        wrapped: UnsafeCell::new(EMPTY_ALLOCATOR),
+        installed: AtomicBool::new(false),
+    },
+    HookSlot {
+        domain: PyMemAllocatorDomain::PYMEM_DOMAIN_MEM,
+        gil_held: true,
+        wrapped: UnsafeCell::new(EMPTY_ALLOCATOR),
+        installed: AtomicBool::new(false),
+    },
+    HookSlot {
+        domain: PyMemAllocatorDomain::PYMEM_DOMAIN_OBJ,
+        gil_held: true,
+        wrapped: UnsafeCell::new(EMPTY_ALLOCATOR),
+        installed: AtomicBool::new(false),
+    },
+];
+
+#[inline(always)]
+fn slot(ctx: *mut c_void) -> &'static HookSlot {
+    // SAFETY: our hooks are only ever installed with `ctx` pointing at one of `SLOTS`.
+    unsafe { &*ctx.cast::<HookSlot>() }
+}
+
+#[inline(always)]
+fn wrapped(slot: &HookSlot) -> &PyMemAllocatorEx {
+    // SAFETY: see `HookSlot`: not written while the hooks that read it can run.
+    unsafe { &*slot.wrapped.get() }
+}
+
+/// Records a new block (and the block it replaces, for a moving realloc).
+#[inline]
+fn record_alloc(slot: &HookSlot, block: *mut c_void, size: usize, moved_from: *mut c_void) {
+    let tstate = if slot.gil_held {
+        thread_state::attached()
+    } else {
+        thread_state::attached_if_holding_gil()
+    };
+    let walked = capture::walk(tstate);
+    let mut guard = RECORDER.lock();
+    let Some(rec) = guard.as_mut().filter(|r| r.tracing) else {
+        return;
+    };
+    if !moved_from.is_null() {
+        rec.live.remove(PYTHON_DOMAIN, moved_from as u64);
+    }
+    let stack = walked.intern(rec);
+    // A full table drops this one trace; the traced program keeps running.
+    let _ = rec
+        .live
+        .insert(PYTHON_DOMAIN, block as u64, size as u64, stack);
+}
+
+#[inline]
+fn record_free(block: *mut c_void) {
+    let mut guard = RECORDER.lock();
+    if let Some(rec) = guard.as_mut().filter(|r| r.tracing) {
+        rec.live.remove(PYTHON_DOMAIN, block as u64);
+    }
+}
+
+/// Whether this call should record an allocation (tracing, and not nested in our code).
+#[inline(always)]
+fn records_allocs() -> bool {
+    TRACING.load(Ordering::Relaxed) && hook_mode::current() == HookMode::Idle
+}
+
+/// Whether this call should record a free: frees made by memtape's own bookkeeping must
+/// still be seen, nested frees inside our hooks are seen by the outer hook.
+#[inline(always)]
+fn records_frees() -> bool {
+    TRACING.load(Ordering::Relaxed)
+        && matches!(hook_mode::current(), HookMode::Idle | HookMode::Untraced)
+}
+
+extern "C" fn hook_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
+    let s = slot(ctx);
+    let w = wrapped(s);
+    let Some(malloc) = w.malloc else {
+        return ptr::null_mut();
+    };
+    if !records_allocs() {
+        return malloc(w.ctx, size);
+    }
+    hook_mode::set(HookMode::InAllocHook);
+    let block = malloc(w.ctx, size);
+    if !block.is_null() {
+        record_alloc(s, block, size, ptr::null_mut());
+    }
+    hook_mode::set(HookMode::Idle);
+    block
+}
+
+extern "C" fn hook_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
+    let s = slot(ctx);
+    let w = wrapped(s);
+    let Some(calloc) = w.calloc else {
+        return ptr::null_mut();
+    };
+    if !records_allocs() {
+        return calloc(w.ctx, nelem, elsize);
+    }
+    hook_mode::set(HookMode::InAllocHook);
+    let block = calloc(w.ctx, nelem, elsize);
+    if !block.is_null() {
+        record_alloc(s, block, nelem.saturating_mul(elsize), ptr::null_mut());
+    }
+    hook_mode::set(HookMode::Idle);
+    block
+}
+
+extern "C" fn hook_realloc(ctx: *mut c_void, old: *mut c_void, size: usize) -> *mut c_void {
+    let s = slot(ctx);
+    let w = wrapped(s);
+    let Some(realloc) = w.realloc else {
+        return ptr::null_mut();
+    };
+    if !records_allocs() {
+        let block = realloc(w.ctx, old, size);
+        // memtape's own code resizing a traced block: the old trace is gone.
+        if !block.is_null() && !old.is_null() && block != old && records_frees() {
+            record_free(old);
+        }
+        return block;
+    }
+    hook_mode::set(HookMode::InAllocHook);
+    let block = realloc(w.ctx, old, size);
+    if !block.is_null() {
+        let moved_from = if block != old { old } else { ptr::null_mut() };
+        record_alloc(s, block, size, moved_from);
+    }
+    hook_mode::set(HookMode::Idle);
+    block
+}
+
+extern "C" fn hook_free(ctx: *mut c_void, block: *mut c_void) {
+    let s = slot(ctx);
+    let w = wrapped(s);
+    // Forget the block before it is freed: once freed, another thread may get the same
+    // address and record it.
+    if !block.is_null() && records_frees() {
+        record_free(block);
+    }
+    if let Some(free) = w.free {
+        free(w.ctx, block);
+    }
+}
+
+fn is_ours(a: &PyMemAllocatorEx, s: &'static HookSlot) -> bool {
+    // Our slot addresses are unique, so the context pointer identifies our hooks.
+    a.ctx == ptr::from_ref(s).cast_mut().cast()
+}
+
+/// Installs the hooks on every domain where they are not installed yet.
+pub(crate) fn install(_py: pyo3::Python<'_>) {
+    for s in &SLOTS {
+        let mut current = EMPTY_ALLOCATOR;
+        // SAFETY: the GIL is held (proved by `_py`), as PEP 445 requires for get/set.
+        unsafe { ffi::PyMem_GetAllocator(s.domain, &mut current) };
+        if s.installed.load(Ordering::Acquire) || is_ours(&current, s) {
+            // Still in the chain since a stop that could not unwrap: re-wrapping would
+            // make the chain call itself.
+            continue;
+        }
+        // SAFETY: our hooks are not installed on this domain, so no hook reads the slot
+        // while it is written (see `HookSlot`).
+        unsafe { *s.wrapped.get() = current };
+        let mut hooks = PyMemAllocatorEx {
+            ctx: ptr::from_ref(s).cast_mut().cast(),
+            malloc: Some(hook_malloc),
+            calloc: Some(hook_calloc),
+            realloc: Some(hook_realloc),
+            free: Some(hook_free),
+        };
+        // SAFETY: GIL held; `hooks` wraps the allocator saved in the slot.
+        unsafe { ffi::PyMem_SetAllocator(s.domain, &mut hooks) };
+        s.installed.store(true, Ordering::Release);
+    }
+}
+
+/// Removes the hooks where they are still the outermost allocator. Where someone wrapped
+/// them since (another tracer), they stay installed and only forward, since unwrapping
+/// would cut that tracer off.
+pub(crate) fn uninstall(_py: pyo3::Python<'_>) {
+    for s in &SLOTS {
+        let mut current = EMPTY_ALLOCATOR;
+        // SAFETY: GIL held (proved by `_py`).
+        unsafe { ffi::PyMem_GetAllocator(s.domain, &mut current) };
+        if is_ours(&current, s) {
+            let mut original = *wrapped(s);
+            // SAFETY: GIL held; restores exactly the allocator we wrapped.
+            unsafe { ffi::PyMem_SetAllocator(s.domain, &mut original) };
+            s.installed.store(false, Ordering::Release);
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! `memtape._native`: the CPython-facing half of memtape. Everything that knows CPython
+//! lives here (hooks, frame layouts, object layouts); the data structures live in
+//! `memtape-core`.
+
+mod capture;
+mod fork_safety;
+mod frames;
+mod hook_mode;
+mod hooks;
+mod object_block;
+mod recorder;
+mod ref_tracer;
+mod spin_lock;
+mod thread_state;
+mod trace_collect;
+mod trace_set_py;
+mod tracemalloc_api;
+
+use pyo3::exceptions::PyImportError;
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let running = py.version_info();
+    let (major, minor) = frames::BUILT_FOR;
+    if (running.major, running.minor) != (major, minor) {
+        return Err(PyImportError::new_err(format!(
+            "memtape._native was built for CPython {major}.{minor} but this is {}.{}; \
+             reinstall memtape for this interpreter",
+            running.major, running.minor
+        )));
+    }
+    fork_safety::register();
+    m.add("BUILT_FOR", (major, minor))?;
+    m.add_class::<trace_set_py::PyTraceSet>()?;
+    m.add_function(wrap_pyfunction!(tracemalloc_api::start, m)?)?;
+    m.add_function(wrap_pyfunction!(tracemalloc_api::stop, m)?)?;
+    m.add_function(wrap_pyfunction!(tracemalloc_api::is_tracing, m)?)?;
+    m.add_function(wrap_pyfunction!(tracemalloc_api::clear_traces, m)?)?;
+    m.add_function(wrap_pyfunction!(tracemalloc_api::get_traceback_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(tracemalloc_api::get_traced_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(tracemalloc_api::reset_peak, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        tracemalloc_api::get_tracemalloc_memory,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(tracemalloc_api::_get_traces, m)?)?;
+    m.add_function(wrap_pyfunction!(tracemalloc_api::_get_object_traceback, m)?)?;
+    m.add_function(wrap_pyfunction!(tracemalloc_api::_take_trace_set, m)?)?;
+    Ok(())
+}

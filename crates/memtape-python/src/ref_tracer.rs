@@ -1,0 +1,72 @@
+//! Objects reused from a free list are not allocated again, so their block keeps the
+//! traceback of its first allocation. CPython 3.13 lets a tracer see every new reference
+//! (`PyRefTracer_SetTracer`), which we use to re-stamp such blocks with the current stack,
+//! as tracemalloc does; 3.11 and 3.12 only notify their built-in tracer.
+
+#[cfg(Py_3_13)]
+mod imp {
+    use std::ffi::{c_int, c_void};
+    use std::sync::atomic::Ordering;
+
+    use pyo3::ffi;
+    use pyo3::prelude::*;
+
+    use crate::hook_mode::{self, HookMode};
+    use crate::recorder::{RECORDER, TRACING};
+    use crate::{capture, object_block, thread_state};
+
+    type RefTracer = extern "C" fn(*mut ffi::PyObject, c_int, *mut c_void) -> c_int;
+    const PYREFTRACER_CREATE: c_int = 0;
+
+    extern "C" {
+        fn PyRefTracer_SetTracer(tracer: Option<RefTracer>, data: *mut c_void) -> c_int;
+    }
+
+    extern "C" fn on_ref_event(obj: *mut ffi::PyObject, event: c_int, _data: *mut c_void) -> c_int {
+        if event != PYREFTRACER_CREATE
+            || !TRACING.load(Ordering::Relaxed)
+            || hook_mode::current() != HookMode::Idle
+        {
+            return 0;
+        }
+        hook_mode::set(HookMode::InAllocHook);
+        // SAFETY: CPython calls the tracer with the GIL held and a live, initialised
+        // object (its type is set before the tracer runs).
+        let py = unsafe { Python::assume_gil_acquired() };
+        // SAFETY: as above; the borrowed reference is not kept beyond this call.
+        let bound = unsafe { Bound::from_borrowed_ptr(py, obj) };
+        let block = object_block::block_address(&bound) as u64;
+        let walked = capture::walk(thread_state::attached());
+        {
+            let mut guard = RECORDER.lock();
+            if let Some(rec) = guard.as_mut().filter(|r| r.tracing) {
+                if let Some(e) = rec.live.get(0, block).copied() {
+                    let stack = walked.intern(rec);
+                    if stack != e.stack {
+                        let _ = rec.live.insert(0, block, e.size, stack);
+                    }
+                }
+            }
+        }
+        hook_mode::set(HookMode::Idle);
+        0
+    }
+
+    pub(crate) fn install(_py: Python<'_>) {
+        // SAFETY: GIL held; the tracer is a plain function valid for the process lifetime.
+        unsafe { PyRefTracer_SetTracer(Some(on_ref_event), std::ptr::null_mut()) };
+    }
+
+    pub(crate) fn uninstall(_py: Python<'_>) {
+        // SAFETY: GIL held; removes the tracer (tracemalloc's stop() does the same).
+        unsafe { PyRefTracer_SetTracer(None, std::ptr::null_mut()) };
+    }
+}
+
+#[cfg(not(Py_3_13))]
+mod imp {
+    pub(crate) fn install(_py: pyo3::Python<'_>) {}
+    pub(crate) fn uninstall(_py: pyo3::Python<'_>) {}
+}
+
+pub(crate) use imp::{install, uninstall};

@@ -1,0 +1,55 @@
+"""Starts tracing at interpreter start-up when ``MEMTAPE_TRACEMALLOC=N`` is set.
+
+The installed ``memtape-startup.pth`` imports this module from ``site``, before any user
+code runs. It mirrors ``PYTHONTRACEMALLOC``: a positive number of frames starts tracing,
+0 or unset does nothing, and ``-E``/``-I`` (ignore environment) disable it. A bad value
+never stops the user's program: it is reported on stderr and ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ENV_VAR = "MEMTAPE_TRACEMALLOC"
+
+
+def requested_nframe(environ: dict[str, str] | os._Environ[str] = os.environ) -> int | None:
+    """The frame limit the environment asks for, or None."""
+    if sys.flags.ignore_environment:
+        return None
+    value = environ.get(ENV_VAR, "").strip()
+    if not value:
+        return None
+    try:
+        nframe = int(value)
+    except ValueError:
+        print(
+            f"memtape: ignoring {ENV_VAR}={value!r}: expected a number of frames "
+            "between 1 and 65535",
+            file=sys.stderr,
+        )
+        return None
+    if nframe <= 0:
+        return None
+    if nframe > 65535:
+        print(
+            f"memtape: ignoring {ENV_VAR}={value!r}: the number of frames must be "
+            "in range [1; 65535]",
+            file=sys.stderr,
+        )
+        return None
+    return nframe
+
+
+def activate() -> None:
+    """Starts tracing if the environment asks for it."""
+    nframe = requested_nframe()
+    if nframe is None:
+        return
+    from memtape import tracemalloc
+
+    tracemalloc.start(nframe)
+
+
+activate()

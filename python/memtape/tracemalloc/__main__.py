@@ -1,0 +1,113 @@
+"""``python -m memtape.tracemalloc [options] (script.py | -m module | -c code) [args]``
+
+Runs a program with memtape's tracemalloc started before the program's first line, exactly
+as ``python`` would run it (``sys.argv``, ``__main__``, exit status and exceptions are the
+program's own), then prints the allocation sites still holding the most memory when it
+ends (to stderr, so the program's own output stays clean).
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from typing import NamedTuple, NoReturn
+
+from memtape import tracemalloc
+
+
+USAGE = (
+    "usage: python -m memtape.tracemalloc [-n NFRAME] [--top N] "
+    "(script.py | -m module | -c code) [args ...]"
+)
+
+
+class Invocation(NamedTuple):
+    """What to run, parsed like ``python``'s own command line."""
+
+    nframe: int
+    top: int
+    kind: str  # "script", "module" or "code"
+    target: str
+    args: list[str]
+
+
+def _usage_error(message: str) -> NoReturn:
+    print(f"{USAGE}\npython -m memtape.tracemalloc: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def parse_args(argv: list[str]) -> Invocation:
+    """Options come first; ``-m``/``-c``/the script end them, the rest is the program's."""
+    nframe, top = 1, 10
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-h", "--help"):
+            print(USAGE)
+            sys.exit(0)
+        if arg in ("-n", "--nframe", "--top"):
+            if i + 1 >= len(argv):
+                _usage_error(f"{arg} needs a value")
+            try:
+                value = int(argv[i + 1])
+            except ValueError:
+                _usage_error(f"{arg} takes a whole number, not {argv[i + 1]!r}")
+            if arg == "--top":
+                top = value
+            else:
+                nframe = value
+            i += 2
+            continue
+        if arg in ("-m", "-c"):
+            if i + 1 >= len(argv):
+                _usage_error(f"{arg} needs a value")
+            kind = "module" if arg == "-m" else "code"
+            return Invocation(nframe, top, kind, argv[i + 1], argv[i + 2 :])
+        if arg.startswith("-") and arg != "-":
+            _usage_error(f"unknown option {arg}")
+        return Invocation(nframe, top, "script", arg, argv[i + 1 :])
+    _usage_error("nothing to run: give a script, -m module or -c code")
+
+
+def _report(top: int) -> None:
+    if top <= 0 or not tracemalloc.is_tracing():
+        return
+    snapshot = tracemalloc.take_snapshot()
+    current, peak = tracemalloc.get_traced_memory()
+    err = sys.stderr
+    print(
+        f"\nmemtape: traced memory at exit {tracemalloc._format_size(current, False)}, "
+        f"peak {tracemalloc._format_size(peak, False)}; top {top} allocation sites "
+        "still holding memory:",
+        file=err,
+    )
+    for index, stat in enumerate(snapshot.statistics("lineno")[:top], 1):
+        print(f"#{index:<3d} {stat}", file=err)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    inv = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        tracemalloc.start(inv.nframe)
+    except (ValueError, OverflowError) as exc:
+        _usage_error(f"--nframe: {exc}")
+    try:
+        if inv.kind == "module":
+            sys.argv = [inv.target, *inv.args]
+            runpy.run_module(inv.target, run_name="__main__", alter_sys=True)
+        elif inv.kind == "code":
+            sys.argv = ["-c", *inv.args]
+            sys.path[0] = ""
+            exec(compile(inv.target, "<string>", "exec"), {"__name__": "__main__"})
+        else:
+            sys.argv = [inv.target, *inv.args]
+            sys.path[0] = os.path.dirname(os.path.abspath(inv.target))
+            runpy.run_path(inv.target, run_name="__main__")
+    finally:
+        _report(inv.top)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

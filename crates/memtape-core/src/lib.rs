@@ -8,6 +8,8 @@
 //!   tracemalloc-style statistics on it.
 #![forbid(unsafe_code)]
 
+mod address_table;
+mod chunked_table;
 mod key_hash;
 pub mod live_table;
 pub mod stack_table;

@@ -1,14 +1,18 @@
 //! The live set: `(domain, address) -> (size, stack)` for every traced block that has not
-//! been freed, stored inline in one open-addressing table (linear probing, backward-shift
-//! deletion, no tombstones), with the current and peak traced bytes.
+//! been freed, with the current and peak traced bytes.
+//!
+//! Small blocks of domain 0 (the bulk: pymalloc's objects) live in a [`ChunkedTable`]
+//! indexed by address, which keeps neighbouring blocks in neighbouring slots; everything
+//! else lives in an open-addressing [`AddressTable`]. Neither allocates per block.
 
-use crate::key_hash::{mix2, slot_of};
+use crate::address_table::AddressTable;
+use crate::chunked_table::{is_granule, is_small, ChunkedTable};
 use crate::stack_table::StackId;
 
 /// One traced block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct LiveEntry {
-    /// Block address; 0 marks an empty slot (no allocator returns NULL for a live block).
+    /// Block address (never 0).
     pub addr: u64,
     /// Requested size in bytes.
     pub size: u64,
@@ -24,48 +28,30 @@ pub struct LiveEntry {
 pub struct TableFull;
 
 /// Live blocks plus current/peak accounting.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct LiveTable {
-    slots: Vec<LiveEntry>,
-    mask: usize,
-    len: usize,
+    small: ChunkedTable,
+    other: AddressTable,
     current: u64,
     peak: u64,
 }
 
-const INITIAL_SLOTS: usize = 1 << 10;
-
-impl Default for LiveTable {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-#[inline]
-fn hash_key(domain: u32, addr: u64) -> u64 {
-    mix2(addr >> 3, u64::from(domain))
-}
+const SMALL_DOMAIN: u32 = 0;
 
 impl LiveTable {
     /// An empty table.
     pub fn new() -> Self {
-        Self {
-            slots: vec![LiveEntry::default(); INITIAL_SLOTS],
-            mask: INITIAL_SLOTS - 1,
-            len: 0,
-            current: 0,
-            peak: 0,
-        }
+        Self::default()
     }
 
     /// Number of live blocks.
     pub fn len(&self) -> usize {
-        self.len
+        self.small.len() + self.other.len()
     }
 
     /// True when nothing is live.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// Sum of the sizes of live blocks.
@@ -85,7 +71,7 @@ impl LiveTable {
 
     /// Bytes held by the table itself.
     pub fn memory_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<LiveEntry>()
+        self.small.memory_bytes() + self.other.memory_bytes()
     }
 
     /// Drops every entry and zeroes the counters.
@@ -93,28 +79,23 @@ impl LiveTable {
         *self = Self::new();
     }
 
-    #[inline]
-    fn find(&self, domain: u32, addr: u64) -> Result<usize, usize> {
-        let mut slot = slot_of(hash_key(domain, addr), self.mask);
-        loop {
-            let e = &self.slots[slot];
-            if e.addr == 0 {
-                return Err(slot);
-            }
-            if e.addr == addr && e.domain == domain {
-                return Ok(slot);
-            }
-            slot = (slot + 1) & self.mask;
-        }
-    }
-
     /// The entry for a block, if it is live.
     #[inline]
-    pub fn get(&self, domain: u32, addr: u64) -> Option<&LiveEntry> {
+    pub fn get(&self, domain: u32, addr: u64) -> Option<LiveEntry> {
         if addr == 0 {
             return None;
         }
-        self.find(domain, addr).ok().map(|s| &self.slots[s])
+        if domain == SMALL_DOMAIN && is_granule(addr) {
+            if let Some((size, stack)) = self.small.get(addr) {
+                return Some(LiveEntry {
+                    addr,
+                    size,
+                    stack,
+                    domain,
+                });
+            }
+        }
+        self.other.get(domain, addr).copied()
     }
 
     /// Records a block, replacing (and un-counting) any entry at the same address.
@@ -130,30 +111,38 @@ impl LiveTable {
         if addr == 0 {
             return Ok(None);
         }
-        let entry = LiveEntry {
-            addr,
-            size,
-            stack,
-            domain,
-        };
-        let replaced = match self.find(domain, addr) {
-            Ok(slot) => {
-                let old = std::mem::replace(&mut self.slots[slot], entry);
-                self.current -= old.size;
-                Some(old)
+        let replaced = if domain == SMALL_DOMAIN && is_small(addr, size) {
+            let old = self.small.insert(addr, size, stack)?;
+            // A block that grew in place may still sit in the other table.
+            let old = old.map(|(size, stack)| LiveEntry {
+                addr,
+                size,
+                stack,
+                domain,
+            });
+            match old {
+                Some(e) => Some(e),
+                None if !self.other.is_empty() => self.other.remove(domain, addr),
+                None => None,
             }
-            Err(slot) => {
-                if (self.len + 1) * 4 > self.slots.len() * 3 {
-                    self.grow()?;
-                    let slot = self.find(domain, addr).unwrap_err();
-                    self.slots[slot] = entry;
-                } else {
-                    self.slots[slot] = entry;
+        } else {
+            let old = self.other.insert(domain, addr, size, stack)?;
+            match old {
+                Some(e) => Some(e),
+                None if domain == SMALL_DOMAIN && is_granule(addr) => {
+                    self.small.remove(addr).map(|(size, stack)| LiveEntry {
+                        addr,
+                        size,
+                        stack,
+                        domain,
+                    })
                 }
-                self.len += 1;
-                None
+                None => None,
             }
         };
+        if let Some(old) = replaced {
+            self.current -= old.size;
+        }
         self.current += size;
         self.peak = self.peak.max(self.current);
         Ok(replaced)
@@ -165,55 +154,34 @@ impl LiveTable {
         if addr == 0 {
             return None;
         }
-        let mut hole = self.find(domain, addr).ok()?;
-        let removed = self.slots[hole];
+        let removed = if domain == SMALL_DOMAIN && is_granule(addr) {
+            match self.small.remove(addr) {
+                Some((size, stack)) => Some(LiveEntry {
+                    addr,
+                    size,
+                    stack,
+                    domain,
+                }),
+                None => self.other.remove(domain, addr),
+            }
+        } else {
+            self.other.remove(domain, addr)
+        }?;
         self.current -= removed.size;
-        self.len -= 1;
-        // Backward-shift: pull later members of the probe run into the hole.
-        let mut probe = hole;
-        loop {
-            probe = (probe + 1) & self.mask;
-            let e = self.slots[probe];
-            if e.addr == 0 {
-                break;
-            }
-            let home = slot_of(hash_key(e.domain, e.addr), self.mask);
-            // Move e if its home is not in the cyclic range (hole, probe].
-            let in_range = if hole <= probe {
-                hole < home && home <= probe
-            } else {
-                hole < home || home <= probe
-            };
-            if !in_range {
-                self.slots[hole] = e;
-                hole = probe;
-            }
-        }
-        self.slots[hole] = LiveEntry::default();
         Some(removed)
     }
 
-    /// Every live entry, in table order.
-    pub fn iter(&self) -> impl Iterator<Item = &LiveEntry> + '_ {
-        self.slots.iter().filter(|e| e.addr != 0)
-    }
-
-    fn grow(&mut self) -> Result<(), TableFull> {
-        let new_len = self.slots.len() * 2;
-        let mut slots = Vec::new();
-        slots.try_reserve_exact(new_len).map_err(|_| TableFull)?;
-        slots.resize(new_len, LiveEntry::default());
-        let mask = new_len - 1;
-        for e in self.slots.iter().filter(|e| e.addr != 0) {
-            let mut slot = slot_of(hash_key(e.domain, e.addr), mask);
-            while slots[slot].addr != 0 {
-                slot = (slot + 1) & mask;
-            }
-            slots[slot] = *e;
-        }
-        self.slots = slots;
-        self.mask = mask;
-        Ok(())
+    /// Every live entry.
+    pub fn iter(&self) -> impl Iterator<Item = LiveEntry> + '_ {
+        self.small
+            .iter()
+            .map(|(addr, size, stack)| LiveEntry {
+                addr,
+                size,
+                stack,
+                domain: SMALL_DOMAIN,
+            })
+            .chain(self.other.iter().copied())
     }
 }
 
@@ -226,11 +194,11 @@ mod tests {
     fn accounting_follows_inserts_replacements_and_removals() {
         let mut t = LiveTable::new();
         assert_eq!(t.insert(0, 0x1000, 100, 1), Ok(None));
-        assert_eq!(t.insert(0, 0x2000, 50, 2), Ok(None));
-        assert_eq!((t.current(), t.peak()), (150, 150));
+        assert_eq!(t.insert(0, 0x2000, 5000, 2), Ok(None));
+        assert_eq!((t.current(), t.peak()), (5100, 5100));
         let old = t.insert(0, 0x1000, 10, 3).unwrap().unwrap();
         assert_eq!(old.size, 100);
-        assert_eq!((t.current(), t.peak()), (60, 150));
+        assert_eq!((t.current(), t.peak()), (5010, 5100));
         assert_eq!(t.remove(0, 0x2000).map(|e| e.stack), Some(2));
         assert_eq!(t.remove(0, 0x2000), None);
         assert_eq!(t.current(), 10);
@@ -244,6 +212,26 @@ mod tests {
     }
 
     #[test]
+    fn a_block_moving_between_size_classes_at_one_address_is_counted_once() {
+        let mut t = LiveTable::new();
+        t.insert(0, 0x4000, 64, 1).unwrap();
+        // realloc grew it in place past the small threshold...
+        assert_eq!(
+            t.insert(0, 0x4000, 4096, 2).unwrap().map(|e| e.size),
+            Some(64)
+        );
+        assert_eq!((t.len(), t.current()), (1, 4096));
+        // ...and shrank it again.
+        assert_eq!(
+            t.insert(0, 0x4000, 8, 3).unwrap().map(|e| e.size),
+            Some(4096)
+        );
+        assert_eq!((t.len(), t.current()), (1, 8));
+        assert_eq!(t.remove(0, 0x4000).map(|e| e.stack), Some(3));
+        assert!(t.is_empty());
+    }
+
+    #[test]
     fn matches_a_hashmap_under_random_churn() {
         let mut t = LiveTable::new();
         let mut model: HashMap<u64, u64> = HashMap::new();
@@ -252,11 +240,12 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let addr = ((x >> 8) % 20_000 + 1) * 16;
+            // Mixed alignments and sizes: both internal tables get traffic.
+            let addr = ((x >> 8) % 20_000 + 1) * 8;
             if x & 3 == 0 {
                 assert_eq!(t.remove(0, addr).map(|e| e.size), model.remove(&addr));
             } else {
-                let size = x % 1000;
+                let size = (x >> 40) % 1500;
                 let old = t.insert(0, addr, size, 1).unwrap().map(|e| e.size);
                 assert_eq!(old, model.insert(addr, size));
             }

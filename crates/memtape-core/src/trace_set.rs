@@ -262,7 +262,10 @@ impl TraceSet {
 mod tests {
     use super::*;
 
-    fn set(traces: &[(u64, u64, &[(&str, i64)])]) -> TraceSet {
+    type RawTrace<'a> = (u64, u64, &'a [(&'a str, i64)]);
+    type NamedStat = (Vec<(String, i64)>, u64, u64);
+
+    fn set(traces: &[RawTrace<'_>]) -> TraceSet {
         let mut b = TraceSetBuilder::new();
         for (domain, size, frames) in traces {
             let ids = frames
@@ -278,7 +281,7 @@ mod tests {
         b.build()
     }
 
-    fn named(s: &TraceSet, stats: &[GroupStat]) -> Vec<(Vec<(String, i64)>, u64, u64)> {
+    fn named(s: &TraceSet, stats: &[GroupStat]) -> Vec<NamedStat> {
         stats
             .iter()
             .map(|g| {

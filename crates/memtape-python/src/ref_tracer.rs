@@ -40,7 +40,7 @@ mod imp {
         {
             let mut guard = RECORDER.lock();
             if let Some(rec) = guard.as_mut().filter(|r| r.tracing) {
-                if let Some(e) = rec.live.get(0, block).copied() {
+                if let Some(e) = rec.live.get(0, block) {
                     let stack = walked.intern(rec);
                     if stack != e.stack {
                         let _ = rec.live.insert(0, block, e.size, stack);

@@ -363,7 +363,7 @@ class _Traces(Sequence[Trace]):
         return f"<Traces len={len(self)}>"
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
-        return (copyreg.__newobj__, (_stdlib_class("_Traces"),), {"_traces": self._traces})
+        return _reduce_as(self, "_Traces", {"_traces": self._traces})
 
 
 def _normalize_filename(filename: str) -> str:
@@ -448,6 +448,20 @@ def _stdlib_class(name: str) -> Any:
     return getattr(importlib.import_module("tracemalloc"), name)
 
 
+def _reduce_as(obj: object, name: str, state: dict[str, Any]) -> tuple[Any, ...]:
+    """Pickles ``obj`` as an instance of ``tracemalloc.<name>`` with ``state`` as its
+    ``__dict__``, so that files interchange with the standard library.
+
+    pickle only emits NEWOBJ for an object's own class, so when ``tracemalloc`` is the
+    standard library the object is rebuilt through ``copyreg._reconstructor``; both load
+    anywhere. ``Snapshot.dump`` writes the standard library's exact layout instead.
+    """
+    cls = _stdlib_class(name)
+    if cls is type(obj):
+        return (copyreg.__newobj__, (cls,), state)
+    return (copyreg._reconstructor, (cls, object, None), state)  # type: ignore[attr-defined]
+
+
 # Attributes of a Snapshot that are memtape's caches, never pickled.
 _TRACE_SET = "_memtape_trace_set"
 
@@ -494,17 +508,34 @@ class Snapshot:
         trace_set: _native.TraceSet = self.__dict__[_TRACE_SET]
         return trace_set
 
-    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
-        state = {"traces": self.traces, "traceback_limit": self.traceback_limit}
+    def _pickle_state(self) -> dict[str, Any]:
+        """The attributes a standard-library snapshot would have, in its order, plus any
+        the user added; never memtape's caches."""
+        state: dict[str, Any] = {"traces": self.traces, "traceback_limit": self.traceback_limit}
         for key, value in self.__dict__.items():
             if key != _TRACE_SET:
                 state.setdefault(key, value)
-        return (copyreg.__newobj__, (_stdlib_class("Snapshot"),), state)
+        return state
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        return _reduce_as(self, "Snapshot", self._pickle_state())
+
+    def _as_tracemalloc_object(self) -> Any:
+        """This snapshot as an instance of whatever ``tracemalloc.Snapshot`` is."""
+        snapshot_cls, traces_cls = _stdlib_class("Snapshot"), _stdlib_class("_Traces")
+        if snapshot_cls is Snapshot:
+            return self
+        traces = traces_cls.__new__(traces_cls)
+        traces.__dict__["_traces"] = self.traces._traces
+        snapshot = snapshot_cls.__new__(snapshot_cls)
+        snapshot.__dict__.update(self._pickle_state())
+        snapshot.__dict__["traces"] = traces
+        return snapshot
 
     def dump(self, filename: str | os.PathLike[str]) -> None:
-        """Write the snapshot to a file (the standard library can load it)."""
+        """Write the snapshot to a file, in exactly the standard library's format."""
         with open(filename, "wb") as fp:
-            pickle.dump(self, fp, pickle.HIGHEST_PROTOCOL)
+            pickle.dump(self._as_tracemalloc_object(), fp, pickle.HIGHEST_PROTOCOL)
 
     @staticmethod
     def load(filename: str | os.PathLike[str]) -> Snapshot:

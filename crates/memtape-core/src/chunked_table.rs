@@ -1,0 +1,200 @@
+//! Small blocks in address order: one slot per 16-byte granule, in 64 KiB chunks.
+//!
+//! Consecutive small allocations come from the same allocator pool, so their slots share
+//! cache lines; a hash table would scatter them and pay a cache miss per operation.
+
+use rustc_hash::FxHashMap;
+
+use crate::live_table::TableFull;
+use crate::stack_table::StackId;
+
+/// Granule: every block handled here is 16-byte aligned.
+pub(crate) const GRANULE_SHIFT: u32 = 4;
+/// Chunk: 64 KiB of address space, 4096 slots.
+const CHUNK_SHIFT: u32 = 16;
+const SLOTS_PER_CHUNK: usize = 1 << (CHUNK_SHIFT - GRANULE_SHIFT);
+/// Largest block kept here (pymalloc's small-request threshold).
+pub(crate) const MAX_SMALL_SIZE: u64 = 512;
+
+/// `size + 1` (0: empty slot) and the stack.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Slot {
+    size_plus_one: u32,
+    stack: StackId,
+}
+
+#[derive(Debug)]
+struct Chunk {
+    base: u64,
+    live: u32,
+    slots: Box<[Slot]>,
+}
+
+/// Small, granule-aligned blocks of domain 0.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkedTable {
+    index: FxHashMap<u64, u32>,
+    chunks: Vec<Chunk>,
+    /// The chunk used last: most operations hit it again.
+    last: Option<(u64, u32)>,
+    len: usize,
+}
+
+/// Whether an address starts a granule (only those have a slot here).
+#[inline]
+pub(crate) fn is_granule(addr: u64) -> bool {
+    addr & ((1 << GRANULE_SHIFT) - 1) == 0
+}
+
+/// Whether a block belongs in the chunked table.
+#[inline]
+pub(crate) fn is_small(addr: u64, size: u64) -> bool {
+    size <= MAX_SMALL_SIZE && is_granule(addr)
+}
+
+#[inline]
+fn split(addr: u64) -> (u64, usize) {
+    (
+        addr >> CHUNK_SHIFT,
+        ((addr >> GRANULE_SHIFT) as usize) & (SLOTS_PER_CHUNK - 1),
+    )
+}
+
+impl ChunkedTable {
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.chunks.len() * SLOTS_PER_CHUNK * std::mem::size_of::<Slot>()
+            + self.index.capacity() * 16
+    }
+
+    #[inline]
+    fn chunk_of(&mut self, key: u64) -> Option<u32> {
+        if let Some((k, i)) = self.last {
+            if k == key {
+                return Some(i);
+            }
+        }
+        let i = *self.index.get(&key)?;
+        self.last = Some((key, i));
+        Some(i)
+    }
+
+    /// `(size, stack)` of a live block (`addr` must start a granule).
+    #[inline]
+    pub(crate) fn get(&self, addr: u64) -> Option<(u64, StackId)> {
+        debug_assert!(is_granule(addr));
+        let (key, slot) = split(addr);
+        let i = match self.last {
+            Some((k, i)) if k == key => i,
+            _ => *self.index.get(&key)?,
+        };
+        let s = self.chunks[i as usize].slots[slot];
+        (s.size_plus_one != 0).then(|| (u64::from(s.size_plus_one - 1), s.stack))
+    }
+
+    /// Stores a block; returns the `(size, stack)` it replaces.
+    #[inline]
+    pub(crate) fn insert(
+        &mut self,
+        addr: u64,
+        size: u64,
+        stack: StackId,
+    ) -> Result<Option<(u64, StackId)>, TableFull> {
+        debug_assert!(is_small(addr, size));
+        let (key, slot) = split(addr);
+        let i = match self.chunk_of(key) {
+            Some(i) => i,
+            None => self.new_chunk(key)?,
+        };
+        let chunk = &mut self.chunks[i as usize];
+        let new = Slot {
+            size_plus_one: size as u32 + 1,
+            stack,
+        };
+        let old = std::mem::replace(&mut chunk.slots[slot], new);
+        if old.size_plus_one == 0 {
+            chunk.live += 1;
+            self.len += 1;
+            Ok(None)
+        } else {
+            Ok(Some((u64::from(old.size_plus_one - 1), old.stack)))
+        }
+    }
+
+    /// Forgets a block (`addr` must start a granule); returns its `(size, stack)` if it
+    /// was live.
+    #[inline]
+    pub(crate) fn remove(&mut self, addr: u64) -> Option<(u64, StackId)> {
+        debug_assert!(is_granule(addr));
+        let (key, slot) = split(addr);
+        let i = self.chunk_of(key)?;
+        let chunk = &mut self.chunks[i as usize];
+        let old = std::mem::take(&mut chunk.slots[slot]);
+        if old.size_plus_one == 0 {
+            return None;
+        }
+        chunk.live -= 1;
+        self.len -= 1;
+        Some((u64::from(old.size_plus_one - 1), old.stack))
+    }
+
+    /// Every live block as `(addr, size, stack)`, in address order within a chunk.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u64, StackId)> + '_ {
+        self.chunks.iter().filter(|c| c.live > 0).flat_map(|c| {
+            c.slots
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.size_plus_one != 0)
+                .map(move |(i, s)| {
+                    (
+                        c.base + ((i as u64) << GRANULE_SHIFT),
+                        u64::from(s.size_plus_one - 1),
+                        s.stack,
+                    )
+                })
+        })
+    }
+
+    fn new_chunk(&mut self, key: u64) -> Result<u32, TableFull> {
+        let i = u32::try_from(self.chunks.len()).map_err(|_| TableFull)?;
+        let mut slots = Vec::new();
+        slots
+            .try_reserve_exact(SLOTS_PER_CHUNK)
+            .map_err(|_| TableFull)?;
+        slots.resize(SLOTS_PER_CHUNK, Slot::default());
+        self.chunks.try_reserve(1).map_err(|_| TableFull)?;
+        self.chunks.push(Chunk {
+            base: key << CHUNK_SHIFT,
+            live: 0,
+            slots: slots.into_boxed_slice(),
+        });
+        self.index.insert(key, i);
+        self.last = Some((key, i));
+        Ok(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stores_replaces_and_removes_by_address() {
+        let mut t = ChunkedTable::default();
+        assert_eq!(t.insert(0x10_0000, 32, 1), Ok(None));
+        assert_eq!(t.insert(0x10_0010, 0, 2), Ok(None));
+        assert_eq!(t.insert(0x90_0000, 512, 3), Ok(None));
+        assert_eq!(t.get(0x10_0010), Some((0, 2)));
+        assert_eq!(t.insert(0x10_0000, 48, 4), Ok(Some((32, 1))));
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.remove(0x10_0000), Some((48, 4)));
+        assert_eq!(t.remove(0x10_0000), None);
+        assert_eq!(t.remove(0x20_0000), None);
+        let all: Vec<_> = t.iter().collect();
+        assert_eq!(all, vec![(0x10_0010, 0, 2), (0x90_0000, 512, 3)]);
+        assert!(is_small(0x10, 512) && !is_small(0x18, 8) && !is_small(0x10, 513));
+    }
+}

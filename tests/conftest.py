@@ -1,0 +1,103 @@
+"""Fixtures for the tracemalloc drop-in suites (tests/test_tm_*.py).
+
+``tm`` is the module under test, parametrized over the stdlib ``tracemalloc`` (ids
+``[stdlib]``) and ``memtape.tracemalloc`` (``[memtape]``): every expectation of a
+compatibility test is first checked against the stdlib. ``memtape_tm`` is for tests that
+only make sense for memtape. ``-k stdlib`` runs the stdlib half alone.
+
+The stdlib reference is imported here, first, so that it is bound to the interpreter's
+builtin ``_tracemalloc`` even if memtape later replaces that module. Every test_tm_* test
+starts and ends with tracing stopped in both modules.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import tracemalloc as stdlib_tracemalloc
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+
+IMPLEMENTATIONS = {"stdlib": "tracemalloc", "memtape": "memtape.tracemalloc"}
+MEMTAPE_MODULE = IMPLEMENTATIONS["memtape"]
+
+
+def stdlib_is_builtin() -> bool:
+    """Whether the reference ``tracemalloc`` really runs on the builtin ``_tracemalloc``."""
+    owner = getattr(getattr(stdlib_tracemalloc, "_get_traces", None), "__self__", None)
+    spec = getattr(owner, "__spec__", None)
+    return getattr(spec, "origin", None) == "built-in"
+
+
+def import_memtape() -> ModuleType:
+    """``memtape.tracemalloc``, or skip the test when it cannot be imported yet."""
+    try:
+        return importlib.import_module(MEMTAPE_MODULE)
+    except ImportError as exc:
+        pytest.skip(f"{MEMTAPE_MODULE} is not importable: {exc!r}")
+
+
+def _loaded_tracers() -> list[ModuleType]:
+    tracers = [stdlib_tracemalloc]
+    memtape = sys.modules.get(MEMTAPE_MODULE)
+    if memtape is not None and memtape is not stdlib_tracemalloc:
+        tracers.append(memtape)
+    return tracers
+
+
+@pytest.fixture(autouse=True)
+def _tracing_stopped_around_each_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    if not request.node.path.name.startswith("test_tm_"):
+        yield  # other suites manage their own tracing
+        return
+    leaked = [m.__name__ for m in _loaded_tracers() if m.is_tracing()]
+    for module in _loaded_tracers():
+        module.stop()
+    assert not leaked, f"tracing was left on before this test: {leaked}"
+    yield
+    for module in _loaded_tracers():
+        module.stop()
+
+
+@pytest.fixture(params=list(IMPLEMENTATIONS))
+def tm_name(request: pytest.FixtureRequest) -> str:
+    """Import name of the module under test (for child interpreters)."""
+    key: str = request.param
+    if key == "stdlib":
+        assert stdlib_is_builtin(), "the stdlib reference is not the builtin tracer"
+    else:
+        import_memtape()
+    return IMPLEMENTATIONS[key]
+
+
+@pytest.fixture
+def tm(tm_name: str) -> Iterator[ModuleType]:
+    """The module under test, tracing stopped before and after."""
+    module = importlib.import_module(tm_name)
+    assert not module.is_tracing()
+    yield module
+    module.stop()
+
+
+@pytest.fixture
+def stdlib_tm() -> ModuleType:
+    """The reference implementation (never started while ``tm`` traces)."""
+    assert stdlib_is_builtin(), "the stdlib reference is not the builtin tracer"
+    return stdlib_tracemalloc
+
+
+@pytest.fixture(params=["memtape"])
+def memtape_name(request: pytest.FixtureRequest) -> str:
+    """Import name of memtape's drop-in, for memtape-only tests (ids ``[memtape]``)."""
+    import_memtape()
+    return MEMTAPE_MODULE
+
+
+@pytest.fixture
+def memtape_tm(memtape_name: str) -> Iterator[ModuleType]:
+    """memtape's drop-in module, for memtape-only tests."""
+    module = importlib.import_module(memtape_name)
+    yield module
+    module.stop()

@@ -15,7 +15,7 @@ SUPPORTED_PYTHONS: tuple[tuple[int, int], ...] = ((3, 11), (3, 12), (3, 13))
 def _check_interpreter() -> None:
     version = sys.version_info[:2]
     if sys.implementation.name != "cpython" or version not in SUPPORTED_PYTHONS:
-        supported = ", ".join("%d.%d" % v for v in SUPPORTED_PYTHONS)
+        supported = ", ".join(f"{major}.{minor}" for major, minor in SUPPORTED_PYTHONS)
         raise ImportError(
             f"memtape supports CPython {supported}; this is "
             f"{sys.implementation.name} {sys.version.split()[0]}. "

@@ -1,9 +1,10 @@
 """Starts tracing at interpreter start-up when ``MEMTAPE_TRACEMALLOC=N`` is set.
 
 The installed ``memtape_startup.pth`` imports this module from ``site`` when the variable
-is set (and does nothing else otherwise), before any user code runs. It mirrors ``PYTHONTRACEMALLOC``: a positive number of frames starts tracing,
-0 or unset does nothing, and ``-E``/``-I`` (ignore environment) disable it. A bad value
-never stops the user's program: it is reported on stderr and ignored.
+is set (and does nothing else otherwise), before any user code runs. It mirrors
+``PYTHONTRACEMALLOC``: a positive number of frames starts tracing, 0 or unset does
+nothing, and ``-E``/``-I`` (ignore environment) disable it. A bad value never stops the
+user's program: it is reported on stderr and ignored.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def _format_size(size: float, sign: bool) -> str:
 class Statistic:
     """Memory allocated by one group of traces (a line, a file or a traceback)."""
 
-    __slots__ = ("traceback", "size", "count")
+    __slots__ = ("count", "size", "traceback")
 
     def __init__(self, traceback: Traceback, size: int, count: int) -> None:
         self.traceback = traceback
@@ -113,7 +113,7 @@ class Statistic:
 class StatisticDiff:
     """How one group changed between an old and a new snapshot."""
 
-    __slots__ = ("traceback", "size", "size_diff", "count", "count_diff")
+    __slots__ = ("count", "count_diff", "size", "size_diff", "traceback")
 
     def __init__(
         self, traceback: Traceback, size: int, size_diff: int, count: int, count_diff: int
@@ -440,7 +440,7 @@ class DomainFilter(BaseFilter):
         return self._domain
 
     def _match(self, trace: RawTrace) -> bool:
-        return (trace[0] == self._domain) ^ (not self.inclusive)
+        return bool(trace[0] == self._domain) ^ (not self.inclusive)
 
 
 def _stdlib_class(name: str) -> Any:
@@ -458,7 +458,7 @@ def _reduce_as(obj: object, name: str, state: dict[str, Any]) -> tuple[Any, ...]
     """
     cls = _stdlib_class(name)
     if cls is type(obj):
-        return (copyreg.__newobj__, (cls,), state)
+        return (copyreg.__newobj__, (cls,), state)  # type: ignore[attr-defined]
     return (copyreg._reconstructor, (cls, object, None), state)  # type: ignore[attr-defined]
 
 
@@ -466,9 +466,7 @@ def _reduce_as(obj: object, name: str, state: dict[str, Any]) -> tuple[Any, ...]
 _TRACE_SET = "_memtape_trace_set"
 
 
-def _keeps(
-    include: list[BaseFilter], exclude: list[BaseFilter], trace: RawTrace
-) -> bool:
+def _keeps(include: list[BaseFilter], exclude: list[BaseFilter], trace: RawTrace) -> bool:
     if include and not any(f._match(trace) for f in include):
         return False
     return not (exclude and any(not f._match(trace) for f in exclude))
@@ -548,9 +546,7 @@ class Snapshot:
         """A new snapshot with the traces the filters keep (all of them, copied, when
         ``filters`` is empty)."""
         if not isinstance(filters, Iterable):
-            raise TypeError(
-                f"filters must be a list of filters, not {type(filters).__name__}"
-            )
+            raise TypeError(f"filters must be a list of filters, not {type(filters).__name__}")
         if not filters:
             if "traces" in self.__dict__:
                 return Snapshot(self.traces._traces.copy(), self.traceback_limit)
@@ -619,5 +615,3 @@ def take_snapshot() -> Snapshot:
         if trace_set is not None:
             return Snapshot._from_trace_set(trace_set, limit)
     return Snapshot(_get_traces(), limit)
-
-

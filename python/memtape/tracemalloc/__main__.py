@@ -15,7 +15,6 @@ from typing import NamedTuple, NoReturn
 
 from memtape import tracemalloc
 
-
 USAGE = (
     "usage: python -m memtape.tracemalloc [-n NFRAME] [--top N] "
     "(script.py | -m module | -c code) [args ...]"
@@ -99,7 +98,8 @@ def main(argv: list[str] | None = None) -> NoReturn:
         elif inv.kind == "code":
             sys.argv = ["-c", *inv.args]
             sys.path[0] = ""
-            exec(compile(inv.target, "<string>", "exec"), {"__name__": "__main__"})
+            # Running the user's -c code is the point, as `python -c` does.
+            exec(compile(inv.target, "<string>", "exec"), {"__name__": "__main__"})  # noqa: S102
         else:
             sys.argv = [inv.target, *inv.args]
             sys.path[0] = os.path.dirname(os.path.abspath(inv.target))

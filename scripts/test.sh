@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Runs every memtape test and check, on a fresh machine too (it installs what it needs):
+#   Rust: cargo fmt --check, cargo clippy -D warnings, cargo nextest (core and binding)
+#   Python: ruff and mypy --strict on python/memtape
+#   for each supported CPython (3.11, 3.12, 3.13; MEMTAPE_PYTHONS="3.11" to narrow):
+#     memtape's pytest suite, and CPython's own Lib/test/test_tracemalloc.py run
+#     against memtape (tests/cpython/run_cpython_tracemalloc.py)
+# Every step runs even if an earlier one failed; the exit status is 1 if any failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYO3_PYTHON="${PYO3_PYTHON:-python3}"
+versions="${MEMTAPE_PYTHONS:-3.11 3.12 3.13}"
+passed=0
+failed=0
+failures=()
+
+step() {
+  local name="$1"
+  shift
+  echo
+  echo "=== $name"
+  if "$@"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    echo "=== FAILED: $name"
+  fi
+}
+
+rust_tests() {
+  # The binding crate's unit tests link libpython; find it through the interpreter.
+  local libdir
+  libdir=$("$PYO3_PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')
+  if command -v cargo-nextest >/dev/null 2>&1; then
+    LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cargo nextest run --workspace
+  else
+    LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cargo test --workspace
+  fi
+}
+
+python_lints() {
+  local py="$1"
+  "$py" -m pip install -q ruff mypy >/dev/null &&
+    "$py" -m ruff check python tests benchmarks &&
+    "$py" -m ruff format --check python &&
+    "$py" -m mypy
+}
+
+step "cargo fmt" cargo fmt --all --check
+step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
+step "rust tests" rust_tests
+
+first=1
+for v in $versions; do
+  if ! py=$(bash scripts/venv.sh "$v" | tail -1) || [ ! -x "$py" ]; then
+    step "build memtape for CPython $v" false
+    continue
+  fi
+  if [ "$first" = 1 ]; then
+    step "python lints" python_lints "$py"
+    first=0
+  fi
+  step "pytest on CPython $v" "$py" -m pytest -q tests
+  step "CPython $v test_tracemalloc on memtape" \
+    "$py" tests/cpython/run_cpython_tracemalloc.py --python "$py"
+done
+
+echo
+if [ "$failed" -gt 0 ]; then
+  printf 'failed steps:\n'
+  printf '  %s\n' "${failures[@]}"
+fi
+echo "steps: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

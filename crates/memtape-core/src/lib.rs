@@ -10,11 +10,17 @@
 
 mod address_table;
 mod chunked_table;
+pub mod event;
+pub mod event_ring;
 mod key_hash;
 pub mod live_table;
+pub mod memory_snapshot;
 pub mod stack_table;
 pub mod trace_set;
 
+pub use event::{Action, Event, Source, HOST_DEVICE};
+pub use event_ring::EventRing;
 pub use live_table::{LiveEntry, LiveTable, TableFull};
+pub use memory_snapshot::{MemorySnapshot, ResolvedFrame, SegmentState};
 pub use stack_table::{StackId, StackNode, StackTable, EMPTY_STACK};
 pub use trace_set::{GroupBy, GroupStat, StatsError, TraceRecord, TraceSet, TraceSetBuilder};

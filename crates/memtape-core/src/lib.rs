@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 mod address_table;
+pub mod allocator_state;
 mod chunked_table;
 pub mod event;
 pub mod event_ring;
@@ -18,6 +19,7 @@ pub mod memory_snapshot;
 pub mod stack_table;
 pub mod trace_set;
 
+pub use allocator_state::{AllocatorError, AllocatorReport, AllocatorState, Applied};
 pub use event::{Action, Event, Source, HOST_DEVICE};
 pub use event_ring::EventRing;
 pub use live_table::{LiveEntry, LiveTable, TableFull};

@@ -4,6 +4,7 @@
 
 mod capture;
 mod fork_safety;
+mod frame_resolve;
 mod frames;
 mod hook_mode;
 mod hooks;

@@ -30,5 +30,25 @@ def _check_interpreter() -> None:
 
 _check_interpreter()
 
+from memtape.events import (  # noqa: E402 - after the interpreter check
+    ALLOCATOR_ACTIONS,
+    capture_traceback,
+    get_memory_events,
+    is_recording_memory_events,
+    op_context,
+    record_allocator_event,
+    record_memory_events,
+)
+
 __version__ = "0.1.0"
-__all__ = ["SUPPORTED_PYTHONS", "__version__"]
+__all__ = [
+    "ALLOCATOR_ACTIONS",
+    "SUPPORTED_PYTHONS",
+    "__version__",
+    "capture_traceback",
+    "get_memory_events",
+    "is_recording_memory_events",
+    "op_context",
+    "record_allocator_event",
+    "record_memory_events",
+]

@@ -300,6 +300,14 @@ impl AllocatorState {
     pub fn clear(&mut self) {
         self.buffers.clear();
     }
+
+    /// Drops every buffer's attribution (their stack ids became stale), keeping the
+    /// buffers themselves.
+    pub fn forget_stacks(&mut self) {
+        for b in self.buffers.values_mut() {
+            b.stack = crate::stack_table::EMPTY_STACK;
+        }
+    }
 }
 
 #[cfg(test)]

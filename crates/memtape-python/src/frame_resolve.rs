@@ -62,7 +62,11 @@ fn string_attr(obj: &Bound<'_, PyAny>, name: &str) -> Option<String> {
 
 impl<'py> FrameResolver<'py> {
     pub(crate) fn new(py: Python<'py>) -> Self {
-        Self { py, codes: FxHashMap::default(), lines: FxHashMap::default() }
+        Self {
+            py,
+            codes: FxHashMap::default(),
+            lines: FxHashMap::default(),
+        }
     }
 
     /// `(co_filename, co_qualname)`; `<unknown>` where they are not strings.
@@ -94,5 +98,11 @@ impl<'py> FrameResolver<'py> {
 
 /// The first `limit` frames of a stack, innermost first.
 pub(crate) fn raw_frames(table: &StackTable, stack: StackId, limit: usize) -> Vec<RawFrame> {
-    table.frames(stack, limit).map(|n| RawFrame { code: n.code, lasti: n.lasti }).collect()
+    table
+        .frames(stack, limit)
+        .map(|n| RawFrame {
+            code: n.code,
+            lasti: n.lasti,
+        })
+        .collect()
 }

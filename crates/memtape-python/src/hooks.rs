@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::ffi::{self, PyMemAllocatorDomain, PyMemAllocatorEx};
 
-use crate::capture;
+use memtape_core::{Action, EMPTY_STACK};
+
 use crate::hook_mode::{self, HookMode};
-use crate::recorder::{RECORDER, TRACING};
-use crate::thread_state;
+use crate::recorder::{hooks_active, Attribution, HEAP_EVENTS, RECORDER};
+use crate::{capture, op_context, thread_id, thread_state};
 
 /// The domain tracemalloc uses for the Python allocators.
 const PYTHON_DOMAIN: u32 = 0;
@@ -77,49 +78,84 @@ fn wrapped(slot: &HookSlot) -> &PyMemAllocatorEx {
     unsafe { &*slot.wrapped.get() }
 }
 
-/// Records a new block (and the block it replaces, for a moving realloc).
-#[inline]
-fn record_alloc(slot: &HookSlot, block: *mut c_void, size: usize, moved_from: *mut c_void) {
-    let tstate = if slot.gil_held {
+/// The calling thread's state when it holds the GIL (always for MEM/OBJ), else null.
+#[inline(always)]
+fn tstate_for(slot: &HookSlot) -> *mut pyo3::ffi::PyThreadState {
+    if slot.gil_held {
         thread_state::attached()
     } else {
         thread_state::attached_if_holding_gil()
-    };
-    let walked = capture::walk(tstate);
+    }
+}
+
+/// What an event needs besides the block, read before the lock (only when events are on).
+#[inline]
+fn attribution() -> Option<Attribution> {
+    HEAP_EVENTS.load(Ordering::Relaxed).then(|| Attribution {
+        op: op_context::current(),
+        time_ns: thread_id::now_ns(),
+        thread: thread_id::current(),
+    })
+}
+
+/// Records a new block (and the block it replaces, for a moving realloc).
+#[inline]
+fn record_alloc(slot: &HookSlot, block: *mut c_void, size: usize, moved_from: *mut c_void) {
+    let walked = capture::walk(tstate_for(slot));
+    let at = attribution();
     let mut guard = RECORDER.lock();
-    let Some(rec) = guard.as_mut().filter(|r| r.tracing) else {
+    let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
         return;
     };
     if !moved_from.is_null() {
-        rec.live.remove(PYTHON_DOMAIN, moved_from as u64);
+        if let Some(old) = rec.live.remove(PYTHON_DOMAIN, moved_from as u64) {
+            if let Some(at) = &at {
+                rec.push_heap_event(Action::Free, old.addr, old.size, old.stack, at);
+            }
+        }
     }
     let stack = walked.intern(rec);
     // A full table drops this one trace; the traced program keeps running.
     let _ = rec
         .live
         .insert(PYTHON_DOMAIN, block as u64, size as u64, stack);
+    if let Some(at) = &at {
+        rec.push_heap_event(Action::Alloc, block as u64, size as u64, stack, at);
+    }
 }
 
 #[inline]
-fn record_free(block: *mut c_void) {
+fn record_free(slot: &HookSlot, block: *mut c_void) {
+    // Events record where a block was freed; memtape's own frees have no user stack.
+    let at = attribution();
+    let walked = match (&at, hook_mode::current()) {
+        (Some(_), HookMode::Idle) => Some(capture::walk(tstate_for(slot))),
+        _ => None,
+    };
     let mut guard = RECORDER.lock();
-    if let Some(rec) = guard.as_mut().filter(|r| r.tracing) {
-        rec.live.remove(PYTHON_DOMAIN, block as u64);
+    let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
+        return;
+    };
+    let Some(old) = rec.live.remove(PYTHON_DOMAIN, block as u64) else {
+        return;
+    };
+    if let Some(at) = &at {
+        let stack = walked.map_or(EMPTY_STACK, |w| w.intern(rec));
+        rec.push_heap_event(Action::Free, old.addr, old.size, stack, at);
     }
 }
 
 /// Whether this call should record an allocation (tracing, and not nested in our code).
 #[inline(always)]
 fn records_allocs() -> bool {
-    TRACING.load(Ordering::Relaxed) && hook_mode::current() == HookMode::Idle
+    hooks_active() && hook_mode::current() == HookMode::Idle
 }
 
 /// Whether this call should record a free: frees made by memtape's own bookkeeping must
 /// still be seen, nested frees inside our hooks are seen by the outer hook.
 #[inline(always)]
 fn records_frees() -> bool {
-    TRACING.load(Ordering::Relaxed)
-        && matches!(hook_mode::current(), HookMode::Idle | HookMode::Untraced)
+    hooks_active() && matches!(hook_mode::current(), HookMode::Idle | HookMode::Untraced)
 }
 
 extern "C" fn hook_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
@@ -168,7 +204,7 @@ extern "C" fn hook_realloc(ctx: *mut c_void, old: *mut c_void, size: usize) -> *
         let block = realloc(w.ctx, old, size);
         // memtape's own code resizing a traced block: the old trace is gone.
         if !block.is_null() && !old.is_null() && block != old && records_frees() {
-            record_free(old);
+            record_free(s, old);
         }
         return block;
     }
@@ -188,7 +224,7 @@ extern "C" fn hook_free(ctx: *mut c_void, block: *mut c_void) {
     // Forget the block before it is freed: once freed, another thread may get the same
     // address and record it.
     if !block.is_null() && records_frees() {
-        record_free(block);
+        record_free(s, block);
     }
     if let Some(free) = w.free {
         free(w.ctx, block);

@@ -2,16 +2,21 @@
 //! lives here (hooks, frame layouts, object layouts); the data structures live in
 //! `memtape-core`.
 
+mod c_api;
 mod capture;
+mod event_api;
 mod fork_safety;
 mod frame_resolve;
 mod frames;
+mod framework_api;
 mod hook_mode;
 mod hooks;
 mod object_block;
+mod op_context;
 mod recorder;
 mod ref_tracer;
 mod spin_lock;
+mod thread_id;
 mod thread_state;
 mod trace_collect;
 mod trace_set_py;
@@ -33,6 +38,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         )));
     }
     fork_safety::register();
+    c_api::export(m)?;
     m.add("BUILT_FOR", (major, minor))?;
     m.add_class::<trace_set_py::PyTraceSet>()?;
     m.add_function(wrap_pyfunction!(tracemalloc_api::start, m)?)?;
@@ -49,5 +55,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tracemalloc_api::_get_traces, m)?)?;
     m.add_function(wrap_pyfunction!(tracemalloc_api::_get_object_traceback, m)?)?;
     m.add_function(wrap_pyfunction!(tracemalloc_api::_take_trace_set, m)?)?;
+    m.add_function(wrap_pyfunction!(event_api::record_memory_events, m)?)?;
+    m.add_function(wrap_pyfunction!(event_api::is_recording_memory_events, m)?)?;
+    m.add_function(wrap_pyfunction!(event_api::memory_event_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(event_api::get_memory_events, m)?)?;
+    m.add_function(wrap_pyfunction!(framework_api::capture_traceback, m)?)?;
+    m.add_function(wrap_pyfunction!(framework_api::_push_op, m)?)?;
+    m.add_function(wrap_pyfunction!(framework_api::_pop_op, m)?)?;
+    m.add_function(wrap_pyfunction!(framework_api::record_allocator_event, m)?)?;
     Ok(())
 }

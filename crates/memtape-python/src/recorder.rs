@@ -1,37 +1,111 @@
-//! The process-wide recorder: interned stacks, live blocks and the code objects they
-//! reference, behind one spin lock.
+//! The process-wide recorder: interned stacks, live blocks, the event ring, framework
+//! allocator state and the code objects stacks reference, behind one spin lock.
+//!
+//! Two sinks share the stacks and the live table: tracemalloc (live traces) and the event
+//! recorder (the last N events). Stacks are forgotten only when neither needs them.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-use memtape_core::{LiveTable, StackId, StackTable};
+use memtape_core::{
+    Action, AllocatorState, Event, EventRing, LiveTable, StackId, StackTable, EMPTY_STACK,
+    HOST_DEVICE,
+};
 use pyo3::ffi;
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::op_context::{self, OpContext};
 use crate::spin_lock::SpinLock;
 
 /// Largest traceback limit, as in tracemalloc.
 pub(crate) const MAX_NFRAME: u32 = 65535;
 
-/// True while tracing: checked first by every hook (relaxed), then again under the lock.
+/// True while tracemalloc traces: checked first by every hook (relaxed), then again under
+/// the lock.
 pub(crate) static TRACING: AtomicBool = AtomicBool::new(false);
+
+/// True while Python-heap events are recorded.
+pub(crate) static HEAP_EVENTS: AtomicBool = AtomicBool::new(false);
 
 /// The traceback limit (tracemalloc's `nframe`); kept after `stop()`.
 pub(crate) static NFRAME: AtomicU32 = AtomicU32::new(1);
 
-/// The recorder; `None` until the first `start()`.
+/// The recorder; `None` until first used.
 pub(crate) static RECORDER: SpinLock<Option<Recorder>> = SpinLock::new(None);
 
-/// Everything recorded since the last clear.
+/// Whether the hooks have anything to do.
+#[inline(always)]
+pub(crate) fn hooks_active() -> bool {
+    TRACING.load(Ordering::Relaxed) || HEAP_EVENTS.load(Ordering::Relaxed)
+}
+
+/// How events are being recorded.
+pub(crate) struct EventSink {
+    pub(crate) ring: EventRing,
+    /// False once recording was turned off: the kept events stay readable.
+    pub(crate) recording: bool,
+    pub(crate) min_size: u64,
+    pub(crate) python_heap: bool,
+    pub(crate) framework: bool,
+    /// Frames kept per event stack when events are read.
+    pub(crate) max_frames: u32,
+}
+
+impl EventSink {
+    fn accepts(&self, action: Action, size: u64) -> bool {
+        self.recording
+            && size >= self.min_size
+            && if action.is_python_heap() {
+                self.python_heap
+            } else {
+                self.framework
+            }
+    }
+}
+
+/// Interned op names; id 0 is "no op".
+#[derive(Default)]
+pub(crate) struct OpNames {
+    names: Vec<String>,
+    ids: FxHashMap<String, u32>,
+}
+
+impl OpNames {
+    pub(crate) fn intern(&mut self, name: &str) -> u32 {
+        if self.names.is_empty() {
+            self.names.push(String::new());
+        }
+        if let Some(id) = self.ids.get(name) {
+            return *id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_owned());
+        self.ids.insert(name.to_owned(), id);
+        id
+    }
+
+    pub(crate) fn all(&self) -> Vec<String> {
+        if self.names.is_empty() {
+            vec![String::new()]
+        } else {
+            self.names.clone()
+        }
+    }
+}
+
+/// Everything recorded.
 pub(crate) struct Recorder {
-    /// Re-checked under the lock so that a hook racing with `stop()` records nothing.
+    /// tracemalloc is tracing (re-checked under the lock).
     pub(crate) tracing: bool,
-    /// Bumped by every clear: per-thread caches of stack ids from older generations are
-    /// dropped.
+    /// Bumped whenever stacks are forgotten: stack ids and traceback handles from older
+    /// generations are stale.
     pub(crate) generation: u64,
     pub(crate) stacks: StackTable,
     pub(crate) live: LiveTable,
+    pub(crate) events: Option<EventSink>,
+    pub(crate) allocators: AllocatorState,
+    pub(crate) ops: OpNames,
     /// Code objects referenced by `stacks`, each holding one strong reference, so that
-    /// their addresses stay unique and their line tables readable until the next clear.
+    /// their addresses stay unique and their line tables readable until forgotten.
     codes: FxHashSet<usize>,
 }
 
@@ -39,15 +113,36 @@ pub(crate) struct Recorder {
 #[must_use]
 pub(crate) struct ReleasedCodes(Vec<usize>);
 
+/// What an event is attributed to, decided before the lock is taken.
+#[derive(Clone, Copy)]
+pub(crate) struct Attribution {
+    pub(crate) op: Option<OpContext>,
+    pub(crate) time_ns: u64,
+    pub(crate) thread: u32,
+}
+
 impl Recorder {
-    pub(crate) fn new(generation: u64) -> Self {
+    fn new(generation: u64) -> Self {
         Self {
             tracing: false,
             generation,
             stacks: StackTable::new(),
             live: LiveTable::new(),
+            events: None,
+            allocators: AllocatorState::new(),
+            ops: OpNames::default(),
             codes: FxHashSet::default(),
         }
+    }
+
+    /// Whether Python-heap blocks are being followed (by either sink).
+    #[inline]
+    pub(crate) fn follows_heap(&self) -> bool {
+        self.tracing
+            || self
+                .events
+                .as_ref()
+                .is_some_and(|e| e.recording && e.python_heap)
     }
 
     /// Interns one frame; takes a reference on a code object seen for the first time.
@@ -68,12 +163,67 @@ impl Recorder {
         Some(id)
     }
 
-    /// Forgets all traces and stacks (keeping `tracing`), returning the code objects to
-    /// release once the lock is dropped.
-    pub(crate) fn clear(&mut self) -> ReleasedCodes {
+    /// The stack an event is attributed to: the op context's traceback when it is valid,
+    /// else `own`.
+    #[inline]
+    pub(crate) fn attributed_stack(&self, op: Option<OpContext>, own: StackId) -> (StackId, u32) {
+        match op {
+            Some(ctx) => match op_context::resolve(ctx.traceback, self.generation) {
+                Some(Some(stack)) => (stack, ctx.op),
+                Some(None) | None => (own, ctx.op),
+            },
+            None => (own, 0),
+        }
+    }
+
+    /// Records a Python-heap event if the event sink wants it.
+    #[inline]
+    pub(crate) fn push_heap_event(
+        &mut self,
+        action: Action,
+        addr: u64,
+        size: u64,
+        own: StackId,
+        at: &Attribution,
+    ) {
+        let Some(sink) = self.events.as_ref() else {
+            return;
+        };
+        if !sink.accepts(action, size) {
+            return;
+        }
+        let (stack, op) = self.attributed_stack(at.op, own);
+        if let Some(sink) = self.events.as_mut() {
+            sink.ring.push(Event {
+                action,
+                addr,
+                size,
+                requested_size: size,
+                device: HOST_DEVICE,
+                stream: 0,
+                thread: at.thread,
+                time_ns: at.time_ns,
+                stack,
+                op,
+            });
+        }
+    }
+
+    /// Records a framework event if the sink wants it.
+    pub(crate) fn push_framework_event(&mut self, event: Event) {
+        if let Some(sink) = self.events.as_mut() {
+            if sink.accepts(event.action, event.size) {
+                sink.ring.push(event);
+            }
+        }
+    }
+
+    /// Forgets all stacks and live blocks, returning the code objects to release.
+    fn forget_stacks(&mut self) -> ReleasedCodes {
         let codes = std::mem::take(&mut self.codes).into_iter().collect();
         self.stacks.clear();
         self.live.clear();
+        self.allocators.forget_stacks();
         self.generation += 1;
         ReleasedCodes(codes)
     }
@@ -83,6 +233,7 @@ impl Recorder {
         self.stacks.memory_bytes()
             + self.live.memory_bytes()
             + self.codes.capacity() * std::mem::size_of::<usize>()
+            + self.events.as_ref().map_or(0, |e| e.ring.memory_bytes())
     }
 }
 
@@ -98,17 +249,106 @@ impl ReleasedCodes {
     }
 }
 
-/// Sets the tracing flag (atomic and under the lock).
-pub(crate) fn set_tracing(on: bool) {
+/// Runs `f` on the recorder, creating it first if needed.
+pub(crate) fn with_recorder<R>(f: impl FnOnce(&mut Recorder) -> R) -> R {
     let mut guard = RECORDER.lock();
-    let generation = guard.as_ref().map_or(0, |r| r.generation);
-    guard
-        .get_or_insert_with(|| Recorder::new(generation))
-        .tracing = on;
-    TRACING.store(on, Ordering::Release);
+    let rec = guard.get_or_insert_with(|| Recorder::new(0));
+    f(rec)
 }
 
-/// Clears the recorder (if any) and hands back the code references to release.
-pub(crate) fn clear() -> Option<ReleasedCodes> {
-    RECORDER.lock().as_mut().map(Recorder::clear)
+fn publish_flags(rec: &Recorder) {
+    TRACING.store(rec.tracing, Ordering::Release);
+    let heap = rec
+        .events
+        .as_ref()
+        .is_some_and(|e| e.recording && e.python_heap);
+    HEAP_EVENTS.store(heap, Ordering::Release);
 }
+
+/// tracemalloc's start: traces from now on (earlier blocks are forgotten).
+pub(crate) fn start_tracing() {
+    with_recorder(|rec| {
+        rec.live.clear();
+        rec.tracing = true;
+        publish_flags(rec);
+    });
+}
+
+/// tracemalloc's stop: traces are cleared; stacks too unless events still need them.
+pub(crate) fn stop_tracing() -> Option<ReleasedCodes> {
+    with_recorder(|rec| {
+        rec.tracing = false;
+        publish_flags(rec);
+        if rec.events.is_none() {
+            Some(rec.forget_stacks())
+        } else {
+            if !rec.follows_heap() {
+                rec.live.clear();
+            }
+            None
+        }
+    })
+}
+
+/// tracemalloc's clear_traces.
+pub(crate) fn clear_traces() -> Option<ReleasedCodes> {
+    with_recorder(|rec| {
+        if rec.events.is_none() {
+            Some(rec.forget_stacks())
+        } else {
+            rec.live.clear();
+            None
+        }
+    })
+}
+
+/// Settings of an event recording.
+pub(crate) struct EventSettings {
+    pub(crate) max_entries: usize,
+    pub(crate) min_size: u64,
+    pub(crate) python_heap: bool,
+    pub(crate) framework: bool,
+    pub(crate) max_frames: u32,
+}
+
+/// Starts a new event recording (earlier events are dropped).
+pub(crate) fn start_events(settings: EventSettings) -> Option<ReleasedCodes> {
+    with_recorder(|rec| {
+        let released = (!rec.tracing).then(|| rec.forget_stacks());
+        rec.events = Some(EventSink {
+            ring: EventRing::new(settings.max_entries),
+            recording: true,
+            min_size: settings.min_size,
+            python_heap: settings.python_heap,
+            framework: settings.framework,
+            max_frames: settings.max_frames,
+        });
+        publish_flags(rec);
+        released
+    })
+}
+
+/// Stops recording events; the kept events stay readable.
+pub(crate) fn stop_events() {
+    with_recorder(|rec| {
+        if let Some(sink) = rec.events.as_mut() {
+            sink.recording = false;
+        }
+        publish_flags(rec);
+        if !rec.follows_heap() {
+            rec.live.clear();
+        }
+    });
+}
+
+/// Whether events are being recorded now.
+pub(crate) fn events_recording() -> bool {
+    RECORDER
+        .lock()
+        .as_ref()
+        .and_then(|r| r.events.as_ref())
+        .is_some_and(|e| e.recording)
+}
+
+/// The stack to use when a caller has none (no GIL to walk): the empty stack.
+pub(crate) const UNKNOWN_STACK: StackId = EMPTY_STACK;

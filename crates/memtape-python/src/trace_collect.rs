@@ -38,7 +38,11 @@ fn collect(py: Python<'_>, only: Option<(u32, u64)>) -> Option<Collected> {
             let e = rec.live.get(domain, addr)?;
             vec![(e.domain, e.size, e.stack)]
         }
-        None => rec.live.iter().map(|e| (e.domain, e.size, e.stack)).collect(),
+        None => rec
+            .live
+            .iter()
+            .map(|e| (e.domain, e.size, e.stack))
+            .collect(),
     };
     let mut stacks = FxHashMap::default();
     for &(_, _, stack) in &traces {
@@ -48,7 +52,11 @@ fn collect(py: Python<'_>, only: Option<(u32, u64)>) -> Option<Collected> {
         });
     }
     let codes = HeldCodes::hold(py, &rec.stacks, stacks.keys(), nframe);
-    Some(Collected { traces, stacks, _codes: codes })
+    Some(Collected {
+        traces,
+        stacks,
+        _codes: codes,
+    })
 }
 
 fn resolve(py: Python<'_>, collected: &Collected) -> TraceSet {

@@ -65,7 +65,7 @@ pub(crate) fn start(
     NFRAME.store(nframe, Ordering::Relaxed);
     hooks::install(py);
     ref_tracer::install(py);
-    recorder::set_tracing(true);
+    recorder::start_tracing();
     Ok(())
 }
 
@@ -75,10 +75,12 @@ pub(crate) fn stop(py: Python<'_>) {
     if !TRACING.load(Ordering::Acquire) {
         return;
     }
-    recorder::set_tracing(false);
+    let released = recorder::stop_tracing();
     ref_tracer::uninstall(py);
-    hooks::uninstall(py);
-    if let Some(codes) = recorder::clear() {
+    if !recorder::hooks_active() {
+        hooks::uninstall(py);
+    }
+    if let Some(codes) = released {
         codes.release(py);
     }
 }
@@ -95,7 +97,7 @@ pub(crate) fn clear_traces(py: Python<'_>) {
     if !TRACING.load(Ordering::Acquire) {
         return;
     }
-    if let Some(codes) = recorder::clear() {
+    if let Some(codes) = recorder::clear_traces() {
         codes.release(py);
     }
 }

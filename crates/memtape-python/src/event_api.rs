@@ -1,0 +1,186 @@
+//! `record_memory_events`, `get_memory_events` and the resolved [`MemorySnapshot`] that
+//! every event export is written from.
+
+use memtape_core::{Event, MemorySnapshot, ResolvedFrame, StackId};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::frame_resolve::{raw_frames, FrameResolver, HeldCodes};
+use crate::frames::RawFrame;
+use crate::recorder::{self, EventSettings, RECORDER};
+use crate::{hook_mode, hooks};
+
+/// Starts (with a fresh ring) or stops recording memory events.
+#[pyfunction]
+#[pyo3(signature = (enabled, max_entries, min_size, python_heap, framework, max_frames))]
+pub(crate) fn record_memory_events(
+    py: Python<'_>,
+    enabled: bool,
+    max_entries: usize,
+    min_size: u64,
+    python_heap: bool,
+    framework: bool,
+    max_frames: u32,
+) -> PyResult<()> {
+    if !enabled {
+        recorder::stop_events();
+        if !recorder::hooks_active() {
+            hooks::uninstall(py);
+        }
+        return Ok(());
+    }
+    if max_entries == 0 {
+        return Err(PyValueError::new_err("max_entries must be at least 1"));
+    }
+    if python_heap {
+        hooks::install(py);
+    }
+    let released = recorder::start_events(EventSettings {
+        max_entries,
+        min_size,
+        python_heap,
+        framework,
+        max_frames: max_frames.max(1),
+    });
+    if !recorder::hooks_active() {
+        hooks::uninstall(py);
+    }
+    if let Some(codes) = released {
+        codes.release(py);
+    }
+    Ok(())
+}
+
+/// True while memory events are being recorded.
+#[pyfunction]
+pub(crate) fn is_recording_memory_events() -> bool {
+    recorder::events_recording()
+}
+
+/// `(kept, dropped)` counts of the current or last recording.
+#[pyfunction]
+pub(crate) fn memory_event_counts() -> (usize, u64) {
+    RECORDER
+        .lock()
+        .as_ref()
+        .and_then(|r| r.events.as_ref())
+        .map_or((0, 0), |e| (e.ring.len(), e.ring.dropped()))
+}
+
+struct CopiedEvents {
+    snapshot: MemorySnapshot,
+    raw: FxHashMap<StackId, Vec<RawFrame>>,
+    _codes: HeldCodes,
+}
+
+fn copy_events(py: Python<'_>) -> CopiedEvents {
+    let guard = RECORDER.lock();
+    let Some(rec) = guard.as_ref() else {
+        return CopiedEvents {
+            snapshot: MemorySnapshot {
+                op_names: vec![String::new()],
+                ..Default::default()
+            },
+            raw: FxHashMap::default(),
+            _codes: HeldCodes::hold(py, &memtape_core::StackTable::new(), [], 0),
+        };
+    };
+    let (events, limit): (Vec<Event>, usize) = match rec.events.as_ref() {
+        Some(sink) => (
+            sink.ring.iter().copied().collect(),
+            sink.max_frames as usize,
+        ),
+        None => (Vec::new(), 0),
+    };
+    let segments = rec.allocators.segments();
+    let mut stacks: FxHashSet<StackId> = events.iter().map(|e| e.stack).collect();
+    stacks.extend(segments.iter().filter(|s| s.active).map(|s| s.stack));
+    let raw: FxHashMap<StackId, Vec<RawFrame>> = stacks
+        .iter()
+        .map(|&id| (id, raw_frames(&rec.stacks, id, limit.max(1))))
+        .collect();
+    let codes = HeldCodes::hold(py, &rec.stacks, raw.keys(), limit.max(1));
+    CopiedEvents {
+        snapshot: MemorySnapshot {
+            events,
+            stacks: FxHashMap::default(),
+            op_names: rec.ops.all(),
+            segments,
+        },
+        raw,
+        _codes: codes,
+    }
+}
+
+/// The recorded events with resolved frames (innermost first), plus allocator segments.
+pub(crate) fn memory_snapshot(py: Python<'_>) -> MemorySnapshot {
+    hook_mode::untraced(|| {
+        let copied = copy_events(py);
+        let mut resolver = FrameResolver::new(py);
+        let mut snapshot = copied.snapshot.clone();
+        for (&id, frames) in &copied.raw {
+            let resolved = frames
+                .iter()
+                .map(|f| {
+                    let (filename, name) = resolver.names(f.code).clone();
+                    ResolvedFrame {
+                        filename,
+                        name,
+                        line: resolver.line(*f),
+                    }
+                })
+                .collect();
+            snapshot.stacks.insert(id, resolved);
+        }
+        snapshot
+    })
+}
+
+/// One event as the dict users get: frames outermost first as (filename, name, line).
+fn event_dict<'py>(
+    py: Python<'py>,
+    snapshot: &MemorySnapshot,
+    e: &Event,
+    frames_cache: &mut FxHashMap<StackId, Bound<'py, PyTuple>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("action", e.action.name())?;
+    d.set_item("address", e.addr)?;
+    d.set_item("size", e.size)?;
+    d.set_item("requested_size", e.requested_size)?;
+    d.set_item("device", e.device)?;
+    d.set_item("stream", e.stream)?;
+    d.set_item("thread", e.thread)?;
+    d.set_item("timestamp_ns", e.time_ns)?;
+    d.set_item("op", snapshot.op_name(e.op))?;
+    let frames = match frames_cache.get(&e.stack) {
+        Some(t) => t.clone(),
+        None => {
+            let items = snapshot
+                .frames(e.stack)
+                .iter()
+                .rev()
+                .map(|f| (f.filename.as_str(), f.name.as_str(), f.line).into_pyobject(py))
+                .collect::<PyResult<Vec<_>>>()?;
+            let t = PyTuple::new(py, items)?;
+            frames_cache.insert(e.stack, t.clone());
+            t
+        }
+    };
+    d.set_item("frames", frames)?;
+    Ok(d)
+}
+
+/// The kept events, oldest first, as dicts.
+#[pyfunction]
+pub(crate) fn get_memory_events(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+    let snapshot = memory_snapshot(py);
+    let list = PyList::empty(py);
+    let mut cache = FxHashMap::default();
+    for e in &snapshot.events {
+        list.append(event_dict(py, &snapshot, e, &mut cache)?)?;
+    }
+    Ok(list)
+}

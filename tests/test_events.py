@@ -1,0 +1,237 @@
+"""The memory event recorder: ring semantics, filters, attribution, threads, toggling."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import memtape
+from source_lines import line_of
+
+HERE = Path(__file__)
+
+
+@pytest.fixture(autouse=True)
+def stopped() -> Iterator[None]:
+    memtape.record_memory_events(False)
+    yield
+    memtape.record_memory_events(False)
+
+
+def ours(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Events whose innermost frame is in this file."""
+    return [e for e in events if e["frames"] and e["frames"][-1][0] == str(HERE)]
+
+
+def test_event_fields_and_frames_outermost_first() -> None:
+    memtape.record_memory_events(True, 10_000, min_size=100_000)
+
+    def inner() -> bytearray:
+        return bytearray(200_000)  # @tm:ev-inner
+
+    data = inner()  # @tm:ev-outer
+    del data  # @tm:ev-del
+    memtape.record_memory_events(False)
+    events = memtape.get_memory_events()
+    assert [e["action"] for e in events] == ["alloc", "free"]
+    alloc, free = events
+    assert set(alloc) == {
+        "action",
+        "address",
+        "size",
+        "requested_size",
+        "device",
+        "stream",
+        "thread",
+        "timestamp_ns",
+        "op",
+        "frames",
+    }
+    assert alloc["size"] == free["size"] == 200_001
+    assert alloc["address"] == free["address"]
+    assert (alloc["device"], alloc["stream"], alloc["op"]) == (-1, 0, None)
+    assert alloc["thread"] == threading.get_native_id()
+    assert 0 < alloc["timestamp_ns"] <= free["timestamp_ns"]
+    names = [(f[1], f[2]) for f in alloc["frames"][-2:]]
+    assert names == [
+        ("test_event_fields_and_frames_outermost_first", line_of(HERE, "ev-outer")),
+        ("test_event_fields_and_frames_outermost_first.<locals>.inner", line_of(HERE, "ev-inner")),
+    ]
+    assert free["frames"][-1][2] == line_of(HERE, "ev-del")
+
+
+def test_ring_keeps_exactly_the_last_entries_in_order_across_threads() -> None:
+    memtape.record_memory_events(True, 100, sources=("framework",))
+    per_thread = 250
+
+    def report(base: int) -> None:
+        for i in range(per_thread):
+            memtape.record_allocator_event("AllocNew", base + i * 16, 64)
+
+    threads = [threading.Thread(target=report, args=(k << 32,)) for k in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    events = memtape.get_memory_events()
+    assert len(events) == 100
+    assert memtape._native.memory_event_counts() == (100, 4 * per_thread - 100)
+    # Per thread, the kept events are the last ones it reported, in order.
+    for k in range(1, 5):
+        mine = [e["address"] - (k << 32) for e in events if e["address"] >> 32 == k]
+        assert mine == [16 * i for i in range(per_thread - len(mine), per_thread)]
+    # Timestamps follow the ring order.
+    stamps = [e["timestamp_ns"] for e in events]
+    assert stamps == sorted(stamps)
+    for k in range(1, 5):
+        for i in range(per_thread):
+            memtape.record_allocator_event("FreeActiveToOS", (k << 32) + i * 16, 0)
+
+
+def test_min_size_and_sources_filter() -> None:
+    memtape.record_memory_events(True, 10_000, min_size=50_000, sources=("python",))
+    small = [bytearray(100) for _ in range(10)]
+    big = bytearray(60_000)  # @tm:filter-big
+    memtape.record_allocator_event("AllocNew", 0xA000, 1 << 20)
+    memtape.record_allocator_event("Release", 0xA000, 0)
+    memtape.record_memory_events(False)
+    events = memtape.get_memory_events()
+    assert all(e["size"] >= 50_000 for e in events)
+    assert all(e["device"] == -1 for e in events)
+    assert [e["frames"][-1][2] for e in ours(events) if e["action"] == "alloc"] == [
+        line_of(HERE, "filter-big")
+    ]
+    del small, big
+
+
+def test_lazy_arrays_are_attributed_to_their_creation_lines() -> None:
+    """Arrays built on lines A and B, allocated later inside eval on line C."""
+
+    class LazyArray:
+        def __init__(self, op: str, nbytes: int) -> None:
+            self.op, self.nbytes = op, nbytes
+            self.traceback = memtape.capture_traceback()
+            self.buffer: bytearray | None = None
+
+    def evaluate(arrays: list[LazyArray]) -> None:
+        for i, a in enumerate(arrays):
+            with memtape.op_context(a.op, traceback=a.traceback):
+                memtape.record_allocator_event("AllocNew", 0xB0000 + i * 0x10000, a.nbytes)
+                a.buffer = bytearray(a.nbytes)
+
+    memtape.record_memory_events(True, 10_000, min_size=10_000)
+    a = LazyArray("matmul", 300_000)  # @tm:lazy-a
+    b = LazyArray("add", 200_000)  # @tm:lazy-b
+    evaluate([a, b])  # @tm:lazy-c
+    memtape.record_memory_events(False)
+    allocs = [e for e in memtape.get_memory_events() if e["action"] in ("alloc", "AllocNew")]
+    # Innermost is LazyArray.__init__ (where the traceback was captured); its caller is
+    # the line that created the array.
+    assert {e["frames"][-1][1] for e in allocs if e["op"]} == {
+        "test_lazy_arrays_are_attributed_to_their_creation_lines.<locals>.LazyArray.__init__"
+    }
+    seen = {(e["action"], e["op"], e["frames"][-2][2]) for e in allocs if e["op"]}
+    line_a, line_b = line_of(HERE, "lazy-a"), line_of(HERE, "lazy-b")
+    assert seen == {
+        ("AllocNew", "matmul", line_a),
+        ("alloc", "matmul", line_a),
+        ("AllocNew", "add", line_b),
+        ("alloc", "add", line_b),
+    }
+    assert all(f[2] != line_of(HERE, "lazy-c") for e in allocs if e["op"] for f in e["frames"])
+    for i in range(2):
+        memtape.record_allocator_event("Release", 0xB0000 + i * 0x10000, 0)
+
+
+def test_op_context_nests_and_is_per_thread() -> None:
+    memtape.record_memory_events(True, 1000, sources=("framework",))
+    other: list[str | None] = []
+
+    def in_thread() -> None:
+        memtape.record_allocator_event("AllocNew", 0xC100, 8)
+        memtape.record_allocator_event("Release", 0xC100, 0)
+
+    with memtape.op_context("outer"):
+        with memtape.op_context("inner"):
+            memtape.record_allocator_event("AllocNew", 0xC000, 8)
+        t = threading.Thread(target=in_thread)
+        t.start()
+        t.join()
+        memtape.record_allocator_event("Release", 0xC000, 0)
+    events = memtape.get_memory_events()
+    other = [e["op"] for e in events if e["address"] == 0xC100]
+    assert other == [None, None]
+    assert [e["op"] for e in events if e["address"] == 0xC000] == ["inner", "outer"]
+
+
+def test_bad_arguments_raise_clear_errors_and_lose_nothing() -> None:
+    memtape.record_memory_events(True, 1000, sources=("framework",))
+    memtape.record_allocator_event("AllocNew", 0xD000, 64)
+    with pytest.raises(ValueError, match="unknown allocator action 'Nope'"):
+        memtape.record_allocator_event("Nope", 0xD000, 64)
+    with pytest.raises(ValueError, match="size must be >= 0"):
+        memtape.record_allocator_event("AllocNew", 0xE000, -1)
+    with pytest.raises(TypeError, match="address must be an integer"):
+        memtape.record_allocator_event("AllocNew", "0xE000", 1)
+    with pytest.raises(ValueError, match="unknown address 0xe000"):
+        memtape.record_allocator_event("FreeActiveToCache", 0xE000, 0)
+    with pytest.raises(ValueError, match="already holds a buffer"):
+        memtape.record_allocator_event("AllocNew", 0xD000, 64)
+    with pytest.raises(ValueError, match="is recorded by memtape's own hooks|unknown allocator"):
+        memtape.record_allocator_event("alloc", 0xE000, 1)
+    stale = memtape.capture_traceback()
+    memtape.record_memory_events(True, 1000, sources=("framework",))
+    with pytest.raises(ValueError, match="stale traceback id"):
+        with memtape.op_context("x", traceback=stale):
+            pass
+    with pytest.raises(ValueError, match="max_entries must be >= 1"):
+        memtape.record_memory_events(True, 0)
+    with pytest.raises(ValueError, match="unknown sources"):
+        memtape.record_memory_events(True, 10, sources=("gpu",))
+    with pytest.raises(TypeError):
+        memtape.record_memory_events(True, "many")  # type: ignore[arg-type]
+    # The allocator state survived every refusal: the buffer is still active.
+    memtape.record_allocator_event("Release", 0xD000, 0)
+    assert [e["action"] for e in memtape.get_memory_events()] == ["Release"]
+
+
+def test_toggling_while_threads_allocate_keeps_the_events() -> None:
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            junk = [bytearray(128) for _ in range(50)]
+            del junk
+
+    threads = [threading.Thread(target=churn) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(40):
+            memtape.record_memory_events(True, 2000)
+            time.sleep(0.01)  # let the workers run (they need the GIL to allocate)
+            memtape.record_memory_events(False)
+            kept = memtape.get_memory_events()
+            time.sleep(0.001)
+            # Stopped: nothing is added, nothing kept is lost.
+            assert memtape.get_memory_events() == kept
+            assert 0 < len(kept) <= 2000
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads)
+    events = memtape.get_memory_events()
+    assert 0 < len(events) <= 2000
+    assert {e["thread"] for e in events} - {threading.get_native_id()}
+
+
+def test_capture_traceback_is_zero_when_not_recording() -> None:
+    assert memtape.capture_traceback() == 0
+    memtape.record_memory_events(True, 10)
+    assert memtape.capture_traceback() != 0

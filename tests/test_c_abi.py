@@ -8,9 +8,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pytest
-
 import memtape
+import pytest
 from c_abi.build import build_fakecache, load
 from source_lines import line_of
 

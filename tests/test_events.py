@@ -8,9 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import memtape
+import pytest
 from source_lines import line_of
 
 HERE = Path(__file__)
@@ -182,7 +181,7 @@ def test_bad_arguments_raise_clear_errors_and_lose_nothing() -> None:
         memtape.record_allocator_event("FreeActiveToCache", 0xE000, 0)
     with pytest.raises(ValueError, match="already holds a buffer"):
         memtape.record_allocator_event("AllocNew", 0xD000, 64)
-    with pytest.raises(ValueError, match="is recorded by memtape's own hooks|unknown allocator"):
+    with pytest.raises(ValueError, match=r"is recorded by memtape's own hooks|unknown allocator"):
         memtape.record_allocator_event("alloc", 0xE000, 1)
     stale = memtape.capture_traceback()
     memtape.record_memory_events(True, 1000, sources=("framework",))

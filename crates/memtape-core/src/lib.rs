@@ -17,6 +17,7 @@ mod key_hash;
 pub mod live_table;
 pub mod memory_snapshot;
 pub mod stack_table;
+pub mod torch_snapshot;
 pub mod trace_set;
 
 pub use allocator_state::{AllocatorError, AllocatorReport, AllocatorState, Applied};
@@ -25,4 +26,5 @@ pub use event_ring::EventRing;
 pub use live_table::{LiveEntry, LiveTable, TableFull};
 pub use memory_snapshot::{MemorySnapshot, ResolvedFrame, SegmentState};
 pub use stack_table::{StackId, StackNode, StackTable, EMPTY_STACK};
+pub use torch_snapshot::{TorchSnapshotStats, TorchSnapshotWriter};
 pub use trace_set::{GroupBy, GroupStat, StatsError, TraceRecord, TraceSet, TraceSetBuilder};

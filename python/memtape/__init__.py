@@ -33,6 +33,7 @@ _check_interpreter()
 from memtape.events import (  # noqa: E402 - after the interpreter check
     ALLOCATOR_ACTIONS,
     capture_traceback,
+    dump_snapshot,
     get_memory_events,
     is_recording_memory_events,
     op_context,
@@ -46,6 +47,7 @@ __all__ = [
     "SUPPORTED_PYTHONS",
     "__version__",
     "capture_traceback",
+    "dump_snapshot",
     "get_memory_events",
     "is_recording_memory_events",
     "op_context",

@@ -11,6 +11,7 @@ memory viewer. Frameworks attribute memory to the line that created an array wit
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, Literal
@@ -21,6 +22,7 @@ __all__ = [
     "ALLOCATOR_ACTIONS",
     "SOURCES",
     "capture_traceback",
+    "dump_snapshot",
     "get_memory_events",
     "is_recording_memory_events",
     "op_context",
@@ -101,6 +103,28 @@ def get_memory_events() -> list[dict[str, Any]]:
     ``thread`` (OS thread id), ``timestamp_ns`` (since the epoch), ``op`` (or None) and
     ``frames``: ``(filename, function, line)`` tuples, outermost first."""
     return _native.get_memory_events()
+
+
+def dump_snapshot(
+    path: str | os.PathLike[str],
+    *,
+    events: Iterable[dict[str, Any]] | None = None,
+    format: Literal["pickle", "json"] | None = None,
+) -> None:
+    """Write the recorded events for PyTorch's memory viewer (pytorch.org/memory_viz).
+
+    ``format`` is ``"pickle"`` (what the viewer and ``torch.cuda._memory_viz`` read) or
+    ``"json"`` (the web viewer reads it too); by default ``.json`` files get JSON.
+    ``events`` writes events saved earlier from ``get_memory_events`` instead of the
+    current recording (their allocator segments are then unknown, so none are written).
+
+    Each framework device is one entry of the viewer's device list; the Python heap is one
+    more entry after them (the first, when no framework reported events)."""
+    chosen = format or ("json" if os.fspath(path).endswith(".json") else "pickle")
+    if chosen not in ("pickle", "json"):
+        raise ValueError(f"format must be 'pickle' or 'json', not {format!r}")
+    saved = None if events is None else list(events)
+    _native.dump_snapshot(os.fspath(path), chosen, saved)
 
 
 # Native, so that no memtape frame is ever part of the captured stack.

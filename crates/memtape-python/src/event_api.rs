@@ -184,3 +184,113 @@ pub(crate) fn get_memory_events(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     }
     Ok(list)
 }
+
+/// Rebuilds a snapshot from events as `get_memory_events` returned them (frames
+/// outermost first). Their allocator state at the end is unknown, so no segments.
+fn snapshot_from_dicts(events: &Bound<'_, PyAny>) -> PyResult<MemorySnapshot> {
+    use memtape_core::Action;
+    let mut snapshot = MemorySnapshot {
+        op_names: vec![String::new()],
+        ..Default::default()
+    };
+    let mut stack_ids: FxHashMap<Vec<(String, String, u32)>, StackId> = FxHashMap::default();
+    let mut op_ids: FxHashMap<String, u32> = FxHashMap::default();
+    for (index, item) in events.try_iter()?.enumerate() {
+        let item = item?;
+        let d = item.downcast::<PyDict>().map_err(|_| {
+            PyValueError::new_err(format!(
+                "events[{index}] is not a dict from get_memory_events()"
+            ))
+        })?;
+        let get = |key: &str| -> PyResult<Bound<'_, PyAny>> {
+            d.get_item(key)?
+                .ok_or_else(|| PyValueError::new_err(format!("events[{index}] has no {key:?} key")))
+        };
+        let bad =
+            |key: &str| PyValueError::new_err(format!("events[{index}][{key:?}] is not valid"));
+        let name: String = get("action")?.extract().map_err(|_| bad("action"))?;
+        let action = Action::from_name(&name).ok_or_else(|| bad("action"))?;
+        let frames: Vec<(String, String, u32)> =
+            get("frames")?.extract().map_err(|_| bad("frames"))?;
+        let next = stack_ids.len() as StackId + 1;
+        let stack = *stack_ids.entry(frames.clone()).or_insert_with(|| {
+            let resolved = frames
+                .iter()
+                .rev()
+                .map(|(filename, name, line)| ResolvedFrame {
+                    filename: filename.clone(),
+                    name: name.clone(),
+                    line: *line,
+                })
+                .collect();
+            snapshot.stacks.insert(next, resolved);
+            next
+        });
+        let op_name: Option<String> = get("op")?.extract().map_err(|_| bad("op"))?;
+        let op = match op_name {
+            Some(op) => *op_ids.entry(op.clone()).or_insert_with(|| {
+                snapshot.op_names.push(op);
+                (snapshot.op_names.len() - 1) as u32
+            }),
+            None => 0,
+        };
+        let int = |key: &str| -> PyResult<i128> { get(key)?.extract().map_err(|_| bad(key)) };
+        let unsigned =
+            |key: &str| -> PyResult<u64> { u64::try_from(int(key)?).map_err(|_| bad(key)) };
+        snapshot.events.push(Event {
+            action,
+            addr: unsigned("address")?,
+            size: unsigned("size")?,
+            requested_size: unsigned("requested_size")?,
+            device: i32::try_from(int("device")?).map_err(|_| bad("device"))?,
+            stream: unsigned("stream")?,
+            thread: u32::try_from(int("thread")?).map_err(|_| bad("thread"))?,
+            time_ns: unsigned("timestamp_ns")?,
+            stack,
+            op,
+        });
+    }
+    Ok(snapshot)
+}
+
+/// Writes the recorded events (or `events` saved from `get_memory_events`) for PyTorch's
+/// memory viewer, as a pickle or as JSON. Returns `(trace entries, host device index)`.
+#[pyfunction]
+#[pyo3(signature = (path, format, events=None))]
+pub(crate) fn dump_snapshot(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    format: &str,
+    events: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(u64, Option<usize>)> {
+    use std::io::Write;
+    let json = match format {
+        "pickle" => false,
+        "json" => true,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown format {other:?}: expected 'pickle' or 'json'"
+            )))
+        }
+    };
+    let snapshot = match events {
+        Some(events) => snapshot_from_dicts(events)?,
+        None => memory_snapshot(py),
+    };
+    let write = || -> std::io::Result<memtape_core::TorchSnapshotStats> {
+        let file = std::fs::File::create(&path)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        let writer = memtape_core::TorchSnapshotWriter::new(&snapshot).share_frames(true);
+        let stats = if json {
+            writer.write_json(&mut out)?
+        } else {
+            writer.write_pickle(&mut out)?
+        };
+        out.flush()?;
+        Ok(stats)
+    };
+    let stats = py.allow_threads(write).map_err(|e| {
+        pyo3::exceptions::PyOSError::new_err(format!("cannot write {}: {e}", path.display()))
+    })?;
+    Ok((stats.trace_entries, stats.host_index))
+}

@@ -59,6 +59,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(event_api::is_recording_memory_events, m)?)?;
     m.add_function(wrap_pyfunction!(event_api::memory_event_counts, m)?)?;
     m.add_function(wrap_pyfunction!(event_api::get_memory_events, m)?)?;
+    m.add_function(wrap_pyfunction!(event_api::dump_snapshot, m)?)?;
     m.add_function(wrap_pyfunction!(framework_api::capture_traceback, m)?)?;
     m.add_function(wrap_pyfunction!(framework_api::_push_op, m)?)?;
     m.add_function(wrap_pyfunction!(framework_api::_pop_op, m)?)?;

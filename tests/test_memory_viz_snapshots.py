@@ -1,0 +1,145 @@
+"""Every snapshot memtape writes opens in PyTorch's own memory viewer code.
+
+Each test records a program, dumps a snapshot, and runs the real
+``torch/cuda/_memory_viz.py`` (``stats``, ``trace``, ``trace_plot``, ``segment_plot``) on it.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import memtape
+import pytest
+from c_abi.build import build_fakecache, load
+from torch_viz.memory_viz import check_snapshot
+
+HERE = Path(__file__)
+
+
+@pytest.fixture(autouse=True)
+def stopped() -> Iterator[None]:
+    memtape.record_memory_events(False)
+    yield
+    memtape.record_memory_events(False)
+
+
+@pytest.fixture(scope="module")
+def fakecache(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    return load(build_fakecache(tmp_path_factory.mktemp("cabi-viz")))
+
+
+def read(path: Path) -> dict[str, Any]:
+    with path.open("rb") as f:
+        data: dict[str, Any] = pickle.load(f)
+    return data
+
+
+def plain_python_program() -> list[Any]:
+    keep = []
+    for i in range(200):
+        row = {"id": i, "name": f"row{i}", "values": list(range(i % 50))}
+        keep.append(row)
+        if i % 3 == 0:
+            keep.pop(0)
+    return keep
+
+
+def test_plain_python_program(tmp_path: Path) -> None:
+    memtape.record_memory_events(True, 50_000)
+    kept = plain_python_program()
+    memtape.record_memory_events(False)
+    out = tmp_path / "python.pickle"
+    memtape.dump_snapshot(out)
+    snap = read(out)
+    assert snap["segments"] == []
+    trace = snap["device_traces"][0]
+    actions = {e["action"] for e in trace}
+    assert {"alloc", "free_requested", "free_completed"} <= actions
+    # A free_requested is always followed by its free_completed at the same address.
+    for a, b in zip(trace, trace[1:], strict=False):
+        if a["action"] == "free_requested":
+            assert (b["action"], b["addr"]) == ("free_completed", a["addr"])
+    ours = [e for e in trace if e.get("frames") and e["frames"][0]["filename"] == str(HERE)]
+    assert any(e["frames"][0]["name"] == "plain_python_program" for e in ours)
+    outputs = check_snapshot(out)
+    assert "Active Memory Timeline" in outputs["trace_plot"]
+    del kept
+
+
+def test_caching_allocator_through_the_c_abi(tmp_path: Path, fakecache: ModuleType) -> None:
+    memtape.record_memory_events(True, 50_000, sources=("framework",))
+    live = [fakecache.alloc(4096 * (1 + i % 3)) for i in range(12)]
+    for addr, i in zip(live[:8], range(8), strict=True):
+        fakecache.free(addr, 4096 * (1 + i % 3))
+    again = [fakecache.alloc(4096) for _ in range(3)]
+    tb = memtape.capture_traceback()
+    lazy = fakecache.eval([("matmul", tb, 20000)])
+    memtape.record_memory_events(False)
+    out = tmp_path / "cache.pickle"
+    memtape.dump_snapshot(out)
+    snap = read(out)
+    assert len(snap["device_traces"]) == 1
+    segments = snap["segments"]
+    assert segments, "a caching allocator leaves segments"
+    for seg in segments:
+        assert sum(b["size"] for b in seg["blocks"]) == seg["total_size"]
+    states = {b["state"] for seg in segments for b in seg["blocks"]}
+    assert states == {"active_allocated", "inactive"}
+    cats = {e.get("category") for e in snap["device_traces"][0]}
+    assert {"matmul", "unknown"} <= cats
+    outputs = check_snapshot(out)
+    assert "segments:" in outputs["stats"]
+    for addr, size in [(a, 4096 * (1 + i % 3)) for i, a in enumerate(live) if i >= 8]:
+        fakecache.free(addr, size)
+    for addr in again:
+        fakecache.free(addr, 4096)
+    fakecache.free(lazy[0], 20480)
+    fakecache.empty_cache()
+
+
+def test_wrapped_ring_with_frees_whose_alloc_fell_out(tmp_path: Path) -> None:
+    memtape.record_allocator_event("AllocNew", 0x10_0000, 1 << 20)  # before the recording
+    memtape.record_memory_events(True, 40, sources=("framework",))
+    for i in range(30):
+        memtape.record_allocator_event("AllocNew", 0x20_0000 + i * 0x1000, 4096)
+    for i in range(30):
+        memtape.record_allocator_event("FreeActiveToOS", 0x20_0000 + i * 0x1000, 0)
+    memtape.record_allocator_event("FreeActiveToCache", 0x10_0000, 0)
+    memtape.record_memory_events(False)
+    assert memtape._native.memory_event_counts() == (40, 21)
+    out = tmp_path / "wrapped.pickle"
+    memtape.dump_snapshot(out)
+    snap = read(out)
+    trace = snap["device_traces"][0]
+    frees = [e for e in trace if e["action"] == "free_completed"]
+    allocs = {e["addr"] for e in trace if e["action"] == "alloc"}
+    assert any(e["addr"] not in allocs for e in frees), "some frees lost their alloc"
+    check_snapshot(out)
+    memtape.record_allocator_event("FreeCacheToOS", 0x10_0000, 0)
+
+
+def test_json_and_saved_events(tmp_path: Path) -> None:
+    memtape.record_memory_events(True, 5000, min_size=1000)
+    blobs = [bytearray(5000) for _ in range(20)]
+    del blobs[::2]
+    memtape.record_memory_events(False)
+    events = memtape.get_memory_events()
+    live_pickle, saved_pickle = tmp_path / "live.pickle", tmp_path / "saved.pickle"
+    memtape.dump_snapshot(live_pickle)
+    memtape.dump_snapshot(saved_pickle, events=events)
+    assert read(live_pickle)["device_traces"] == read(saved_pickle)["device_traces"]
+    as_json = tmp_path / "snap.json"
+    memtape.dump_snapshot(as_json)
+    assert json.loads(as_json.read_text())["device_traces"] == read(live_pickle)["device_traces"]
+    check_snapshot(saved_pickle)
+    with pytest.raises(ValueError, match="format must be"):
+        memtape.dump_snapshot(tmp_path / "x", format="xml")  # type: ignore[arg-type]
+    with pytest.raises(OSError, match="cannot write"):
+        memtape.dump_snapshot(tmp_path / "missing-dir" / "x.pickle")
+    with pytest.raises(ValueError, match=r"events\[0\]"):
+        memtape.dump_snapshot(tmp_path / "y.pickle", events=[{"action": "alloc"}])

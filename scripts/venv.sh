@@ -16,8 +16,9 @@ venv=".venv-$ver"
 if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
-  "$venv/bin/python" -m pip install -q "maturin>=1.8,<2" "pytest>=8" >/dev/null
 fi
+# Build and test dependencies (a no-op when already satisfied).
+"$venv/bin/python" -m pip install -q "maturin>=1.8,<2" "pytest>=8" numpy >/dev/null
 # maturin develop builds the extension for this interpreter and installs the package editable.
 VIRTUAL_ENV="$PWD/$venv" "$venv/bin/maturin" develop --release -q >&2
 echo "$PWD/$venv/bin/python"

@@ -10,7 +10,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::frame_resolve::{raw_frames, FrameResolver, HeldCodes};
 use crate::frames::RawFrame;
 use crate::recorder::{self, EventSettings, RECORDER};
-use crate::{hook_mode, hooks};
+use crate::{hook_mode, hooks, numpy_handler};
 
 /// Starts (with a fresh ring) or stops recording memory events.
 #[pyfunction]
@@ -28,6 +28,7 @@ pub(crate) fn record_memory_events(
         recorder::stop_events();
         if !recorder::hooks_active() {
             hooks::uninstall(py);
+            numpy_handler::sync(py, false);
         }
         return Ok(());
     }
@@ -35,6 +36,7 @@ pub(crate) fn record_memory_events(
         return Err(PyValueError::new_err("max_entries must be at least 1"));
     }
     if python_heap {
+        numpy_handler::sync(py, true);
         hooks::install(py);
     }
     let released = recorder::start_events(EventSettings {

@@ -98,17 +98,24 @@ fn attribution() -> Option<Attribution> {
     })
 }
 
-/// Records a new block (and the block it replaces, for a moving realloc).
+/// Records a new block (and the block it replaces, for a moving realloc) in `domain`.
+/// `tstate` is the calling thread's state if it holds the GIL, else null.
 #[inline]
-fn record_alloc(slot: &HookSlot, block: *mut c_void, size: usize, moved_from: *mut c_void) {
-    let walked = capture::walk(tstate_for(slot));
+pub(crate) fn record_alloc(
+    domain: u32,
+    tstate: *mut pyo3::ffi::PyThreadState,
+    block: *mut c_void,
+    size: usize,
+    moved_from: *mut c_void,
+) {
+    let walked = capture::walk(tstate);
     let at = attribution();
     let mut guard = RECORDER.lock();
     let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
         return;
     };
     if !moved_from.is_null() {
-        if let Some(old) = rec.live.remove(PYTHON_DOMAIN, moved_from as u64) {
+        if let Some(old) = rec.live.remove(domain, moved_from as u64) {
             if let Some(at) = &at {
                 rec.push_heap_event(Action::Free, old.addr, old.size, old.stack, at);
             }
@@ -116,27 +123,30 @@ fn record_alloc(slot: &HookSlot, block: *mut c_void, size: usize, moved_from: *m
     }
     let stack = walked.intern(rec);
     // A full table drops this one trace; the traced program keeps running.
-    let _ = rec
-        .live
-        .insert(PYTHON_DOMAIN, block as u64, size as u64, stack);
+    let _ = rec.live.insert(domain, block as u64, size as u64, stack);
     if let Some(at) = &at {
         rec.push_heap_event(Action::Alloc, block as u64, size as u64, stack, at);
     }
 }
 
+/// Forgets a block of `domain` that is being freed.
 #[inline]
-fn record_free(slot: &HookSlot, block: *mut c_void) {
+pub(crate) fn record_free(
+    domain: u32,
+    tstate: impl FnOnce() -> *mut pyo3::ffi::PyThreadState,
+    block: *mut c_void,
+) {
     // Events record where a block was freed; memtape's own frees have no user stack.
     let at = attribution();
     let walked = match (&at, hook_mode::current()) {
-        (Some(_), HookMode::Idle) => Some(capture::walk(tstate_for(slot))),
+        (Some(_), HookMode::Idle) => Some(capture::walk(tstate())),
         _ => None,
     };
     let mut guard = RECORDER.lock();
     let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
         return;
     };
-    let Some(old) = rec.live.remove(PYTHON_DOMAIN, block as u64) else {
+    let Some(old) = rec.live.remove(domain, block as u64) else {
         return;
     };
     if let Some(at) = &at {
@@ -147,14 +157,14 @@ fn record_free(slot: &HookSlot, block: *mut c_void) {
 
 /// Whether this call should record an allocation (tracing, and not nested in our code).
 #[inline(always)]
-fn records_allocs() -> bool {
+pub(crate) fn records_allocs() -> bool {
     hooks_active() && hook_mode::current() == HookMode::Idle
 }
 
 /// Whether this call should record a free: frees made by memtape's own bookkeeping must
 /// still be seen, nested frees inside our hooks are seen by the outer hook.
 #[inline(always)]
-fn records_frees() -> bool {
+pub(crate) fn records_frees() -> bool {
     hooks_active() && matches!(hook_mode::current(), HookMode::Idle | HookMode::Untraced)
 }
 
@@ -170,7 +180,7 @@ extern "C" fn hook_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
     hook_mode::set(HookMode::InAllocHook);
     let block = malloc(w.ctx, size);
     if !block.is_null() {
-        record_alloc(s, block, size, ptr::null_mut());
+        record_alloc(PYTHON_DOMAIN, tstate_for(s), block, size, ptr::null_mut());
     }
     hook_mode::set(HookMode::Idle);
     block
@@ -188,7 +198,13 @@ extern "C" fn hook_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut
     hook_mode::set(HookMode::InAllocHook);
     let block = calloc(w.ctx, nelem, elsize);
     if !block.is_null() {
-        record_alloc(s, block, nelem.saturating_mul(elsize), ptr::null_mut());
+        record_alloc(
+            PYTHON_DOMAIN,
+            tstate_for(s),
+            block,
+            nelem.saturating_mul(elsize),
+            ptr::null_mut(),
+        );
     }
     hook_mode::set(HookMode::Idle);
     block
@@ -204,7 +220,7 @@ extern "C" fn hook_realloc(ctx: *mut c_void, old: *mut c_void, size: usize) -> *
         let block = realloc(w.ctx, old, size);
         // memtape's own code resizing a traced block: the old trace is gone.
         if !block.is_null() && !old.is_null() && block != old && records_frees() {
-            record_free(s, old);
+            record_free(PYTHON_DOMAIN, || tstate_for(s), old);
         }
         return block;
     }
@@ -212,7 +228,7 @@ extern "C" fn hook_realloc(ctx: *mut c_void, old: *mut c_void, size: usize) -> *
     let block = realloc(w.ctx, old, size);
     if !block.is_null() {
         let moved_from = if block != old { old } else { ptr::null_mut() };
-        record_alloc(s, block, size, moved_from);
+        record_alloc(PYTHON_DOMAIN, tstate_for(s), block, size, moved_from);
     }
     hook_mode::set(HookMode::Idle);
     block
@@ -224,7 +240,7 @@ extern "C" fn hook_free(ctx: *mut c_void, block: *mut c_void) {
     // Forget the block before it is freed: once freed, another thread may get the same
     // address and record it.
     if !block.is_null() && records_frees() {
-        record_free(s, block);
+        record_free(PYTHON_DOMAIN, || tstate_for(s), block);
     }
     if let Some(free) = w.free {
         free(w.ctx, block);

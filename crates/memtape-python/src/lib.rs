@@ -11,6 +11,7 @@ mod frames;
 mod framework_api;
 mod hook_mode;
 mod hooks;
+mod numpy_handler;
 mod object_block;
 mod op_context;
 mod recorder;
@@ -64,5 +65,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(framework_api::_push_op, m)?)?;
     m.add_function(wrap_pyfunction!(framework_api::_pop_op, m)?)?;
     m.add_function(wrap_pyfunction!(framework_api::record_allocator_event, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_handler, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_handler::uninstall_numpy_handler, m)?)?;
+    m.add("NUMPY_DOMAIN", numpy_handler::NUMPY_DOMAIN)?;
     Ok(())
 }

@@ -9,7 +9,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::recorder::{self, MAX_NFRAME, NFRAME, RECORDER, TRACING};
 use crate::trace_set_py::{raw_traces, PyTraceSet};
-use crate::{hooks, object_block, ref_tracer, trace_collect};
+use crate::{hooks, numpy_handler, object_block, ref_tracer, trace_collect};
 
 fn parse_nframe(args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<u32> {
     if kwargs.is_some_and(|k| !k.is_empty()) {
@@ -63,6 +63,7 @@ pub(crate) fn start(
         return Ok(());
     }
     NFRAME.store(nframe, Ordering::Relaxed);
+    numpy_handler::sync(py, true);
     hooks::install(py);
     ref_tracer::install(py);
     recorder::start_tracing();
@@ -79,6 +80,7 @@ pub(crate) fn stop(py: Python<'_>) {
     ref_tracer::uninstall(py);
     if !recorder::hooks_active() {
         hooks::uninstall(py);
+        numpy_handler::sync(py, false);
     }
     if let Some(codes) = released {
         codes.release(py);

@@ -8,6 +8,7 @@ uses). If NumPy is not imported yet, the handler is installed right after it is.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.machinery
 import sys
@@ -17,14 +18,18 @@ from typing import Any
 
 from memtape import _native
 
-_wanted = False
+
+class _State:
+    """Whether memtape wants NumPy's buffers recorded now."""
+
+    wanted = False
 
 
 def _install() -> None:
-    try:
+    # An unusual numpy must never break the traced program: without the handler, its
+    # buffers are simply not recorded.
+    with contextlib.suppress(Exception):
         _native.install_numpy_handler()
-    except Exception:  # noqa: BLE001 - an odd numpy must never break the traced program
-        pass
 
 
 class _AfterNumpyImport(importlib.abc.Loader):
@@ -38,7 +43,7 @@ class _AfterNumpyImport(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self.inner.exec_module(module)
-        if _wanted:
+        if _State.wanted:
             _install()
 
     def __getattr__(self, name: str) -> Any:
@@ -72,8 +77,7 @@ _watcher = _NumpyImportWatcher()
 
 def sync(active: bool) -> None:
     """Called by memtape when recording starts (True) or stops everywhere (False)."""
-    global _wanted
-    _wanted = active
+    _State.wanted = active
     if active:
         if "numpy" in sys.modules:
             _install()
@@ -83,7 +87,5 @@ def sync(active: bool) -> None:
         if _watcher in sys.meta_path:
             sys.meta_path.remove(_watcher)
         if "numpy" in sys.modules:
-            try:
+            with contextlib.suppress(Exception):
                 _native.uninstall_numpy_handler()
-            except Exception:  # noqa: BLE001 - see _install
-                pass

@@ -10,12 +10,14 @@
 
 mod address_table;
 pub mod allocator_state;
+pub mod capture;
 mod chunked_table;
 pub mod event;
 pub mod event_ring;
 mod key_hash;
 pub mod live_table;
 pub mod memory_snapshot;
+pub mod report;
 pub mod stack_table;
 pub mod torch_snapshot;
 pub mod trace_set;

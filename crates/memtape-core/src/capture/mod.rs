@@ -1,0 +1,2 @@
+//! The capture file (`.mtape`): record encoding, the streaming writer and the reader.
+//! Format: docs/capture-format.md.

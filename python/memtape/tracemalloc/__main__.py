@@ -8,12 +8,11 @@ ends (to stderr, so the program's own output stays clean).
 
 from __future__ import annotations
 
-import os
-import runpy
 import sys
 from typing import NamedTuple, NoReturn
 
 from memtape import tracemalloc
+from memtape._program import Program, run, split_program
 
 USAGE = (
     "usage: python -m memtape.tracemalloc [-n NFRAME] [--top N] "
@@ -22,13 +21,11 @@ USAGE = (
 
 
 class Invocation(NamedTuple):
-    """What to run, parsed like ``python``'s own command line."""
+    """Options and the program to run."""
 
     nframe: int
     top: int
-    kind: str  # "script", "module" or "code"
-    target: str
-    args: list[str]
+    program: Program
 
 
 def _usage_error(message: str) -> NoReturn:
@@ -58,14 +55,10 @@ def parse_args(argv: list[str]) -> Invocation:
                 nframe = value
             i += 2
             continue
-        if arg in ("-m", "-c"):
-            if i + 1 >= len(argv):
-                _usage_error(f"{arg} needs a value")
-            kind = "module" if arg == "-m" else "code"
-            return Invocation(nframe, top, kind, argv[i + 1], argv[i + 2 :])
-        if arg.startswith("-") and arg != "-":
-            _usage_error(f"unknown option {arg}")
-        return Invocation(nframe, top, "script", arg, argv[i + 1 :])
+        program = split_program(argv, i)
+        if program is None:
+            _usage_error(f"unknown option or missing value: {arg}")
+        return Invocation(nframe, top, program)
     _usage_error("nothing to run: give a script, -m module or -c code")
 
 
@@ -92,18 +85,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     except (ValueError, OverflowError) as exc:
         _usage_error(f"--nframe: {exc}")
     try:
-        if inv.kind == "module":
-            sys.argv = [inv.target, *inv.args]
-            runpy.run_module(inv.target, run_name="__main__", alter_sys=True)
-        elif inv.kind == "code":
-            sys.argv = ["-c", *inv.args]
-            sys.path[0] = ""
-            # Running the user's -c code is the point, as `python -c` does.
-            exec(compile(inv.target, "<string>", "exec"), {"__name__": "__main__"})  # noqa: S102
-        else:
-            sys.argv = [inv.target, *inv.args]
-            sys.path[0] = os.path.dirname(os.path.abspath(inv.target))
-            runpy.run_path(inv.target, run_name="__main__")
+        run(inv.program)
     finally:
         _report(inv.top)
     sys.exit(0)

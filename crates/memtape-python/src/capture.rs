@@ -20,6 +20,8 @@ struct ThreadCapture {
     ids: Vec<StackId>,
     /// The recorder generation the ids belong to.
     generation: u64,
+    /// How many outermost frames of the walk equal `frames` (None: depth changed).
+    unchanged: Option<usize>,
 }
 
 thread_local! {
@@ -29,6 +31,7 @@ thread_local! {
             frames: Vec::new(),
             ids: Vec::new(),
             generation: u64::MAX,
+            unchanged: None,
         })
     };
 }
@@ -38,15 +41,19 @@ impl ThreadCapture {
         if self.generation != rec.generation {
             self.frames.clear();
             self.ids.clear();
+            self.unchanged = None;
             self.generation = rec.generation;
         }
         let n = self.walked.len();
-        let same = self
-            .frames
-            .iter()
-            .zip(self.walked.iter().rev())
-            .take_while(|(a, b)| a == b)
-            .count();
+        let same = match self.unchanged {
+            Some(same) if self.ids.len() == self.frames.len() => same,
+            _ => self
+                .frames
+                .iter()
+                .zip(self.walked.iter().rev())
+                .take_while(|(a, b)| a == b)
+                .count(),
+        };
         self.frames.truncate(same);
         self.ids.truncate(same);
         let mut id = self.ids.last().copied().unwrap_or(EMPTY_STACK);
@@ -87,9 +94,10 @@ pub(crate) fn walk(tstate: *mut ffi::PyThreadState) -> Walked {
     let walked = CAPTURE
         .try_with(|cell| match cell.try_borrow_mut() {
             Ok(mut cap) => {
+                let cap = &mut *cap;
                 cap.walked.clear();
                 // SAFETY: the caller passes this thread's own thread state, with the GIL.
-                unsafe { frames::walk(tstate, &mut cap.walked) };
+                cap.unchanged = unsafe { frames::walk(tstate, &mut cap.walked, &cap.frames) };
                 true
             }
             Err(_) => false,

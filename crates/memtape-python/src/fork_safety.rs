@@ -20,8 +20,19 @@ extern "C" fn prepare() {
     RECORDER.acquire_for_fork();
 }
 
-extern "C" fn after() {
+extern "C" fn after_in_parent() {
     RECORDER.release_after_fork();
+    hook_mode::set(MODE_BEFORE_FORK.with(Cell::get));
+}
+
+extern "C" fn after_in_child() {
+    RECORDER.release_after_fork();
+    // The only thread left is this one: locking cannot wait. A capture file belongs to
+    // the parent (its writer thread is not in the child).
+    if let Some(rec) = RECORDER.lock().as_mut() {
+        crate::capture_sink::forget_in_child(rec);
+    }
+    crate::recorder::publish();
     hook_mode::set(MODE_BEFORE_FORK.with(Cell::get));
 }
 
@@ -31,6 +42,6 @@ pub(crate) fn register() {
     ONCE.call_once(|| {
         // SAFETY: the handlers are plain functions that never unwind; registering them
         // has no other precondition. A failure (ENOMEM) leaves fork unprotected, as before.
-        unsafe { libc::pthread_atfork(Some(prepare), Some(after), Some(after)) };
+        unsafe { libc::pthread_atfork(Some(prepare), Some(after_in_parent), Some(after_in_child)) };
     });
 }

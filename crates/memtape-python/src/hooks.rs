@@ -119,11 +119,17 @@ pub(crate) fn record_alloc(
             if let Some(at) = &at {
                 rec.push_heap_event(Action::Free, old.addr, old.size, old.stack, at);
             }
+            if let Some(sink) = rec.capture.as_mut() {
+                sink.free(domain, old.addr, old.size);
+            }
         }
     }
     let stack = walked.intern(rec);
     // A full table drops this one trace; the traced program keeps running.
     let _ = rec.live.insert(domain, block as u64, size as u64, stack);
+    if let Some(sink) = rec.capture.as_mut() {
+        sink.alloc(domain, block as u64, size as u64, stack);
+    }
     if let Some(at) = &at {
         rec.push_heap_event(Action::Alloc, block as u64, size as u64, stack, at);
     }

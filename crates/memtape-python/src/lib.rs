@@ -4,6 +4,8 @@
 
 mod c_api;
 mod capture;
+mod capture_api;
+mod capture_sink;
 mod event_api;
 mod fork_safety;
 mod frame_resolve;
@@ -65,6 +67,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(framework_api::_push_op, m)?)?;
     m.add_function(wrap_pyfunction!(framework_api::_pop_op, m)?)?;
     m.add_function(wrap_pyfunction!(framework_api::record_allocator_event, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_api::_start_capture, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_api::_stop_capture, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_api::mark, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_handler, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_handler::uninstall_numpy_handler, m)?)?;
     m.add("NUMPY_DOMAIN", numpy_handler::NUMPY_DOMAIN)?;

@@ -13,6 +13,7 @@ use memtape_core::{
 use pyo3::ffi;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::capture_sink::CaptureSink;
 use crate::op_context::{self, OpContext};
 use crate::spin_lock::SpinLock;
 
@@ -26,6 +27,9 @@ pub(crate) static TRACING: AtomicBool = AtomicBool::new(false);
 /// True while Python-heap events are recorded.
 pub(crate) static HEAP_EVENTS: AtomicBool = AtomicBool::new(false);
 
+/// True while a capture file is being recorded.
+pub(crate) static CAPTURING: AtomicBool = AtomicBool::new(false);
+
 /// The traceback limit (tracemalloc's `nframe`); kept after `stop()`.
 pub(crate) static NFRAME: AtomicU32 = AtomicU32::new(1);
 
@@ -35,7 +39,9 @@ pub(crate) static RECORDER: SpinLock<Option<Recorder>> = SpinLock::new(None);
 /// Whether the hooks have anything to do.
 #[inline(always)]
 pub(crate) fn hooks_active() -> bool {
-    TRACING.load(Ordering::Relaxed) || HEAP_EVENTS.load(Ordering::Relaxed)
+    TRACING.load(Ordering::Relaxed)
+        || HEAP_EVENTS.load(Ordering::Relaxed)
+        || CAPTURING.load(Ordering::Relaxed)
 }
 
 /// How events are being recorded.
@@ -102,6 +108,8 @@ pub(crate) struct Recorder {
     pub(crate) stacks: StackTable,
     pub(crate) live: LiveTable,
     pub(crate) events: Option<EventSink>,
+    /// The capture file being recorded, if any.
+    pub(crate) capture: Option<CaptureSink>,
     pub(crate) allocators: AllocatorState,
     pub(crate) ops: OpNames,
     /// Code objects referenced by `stacks`, each holding one strong reference, so that
@@ -129,6 +137,7 @@ impl Recorder {
             stacks: StackTable::new(),
             live: LiveTable::new(),
             events: None,
+            capture: None,
             allocators: AllocatorState::new(),
             ops: OpNames::default(),
             codes: FxHashSet::default(),
@@ -139,10 +148,16 @@ impl Recorder {
     #[inline]
     pub(crate) fn follows_heap(&self) -> bool {
         self.tracing
+            || self.capture.is_some()
             || self
                 .events
                 .as_ref()
                 .is_some_and(|e| e.recording && e.python_heap)
+    }
+
+    /// Whether stack ids must stay valid (events or a capture refer to them).
+    fn stacks_in_use(&self) -> bool {
+        self.events.is_some() || self.capture.is_some()
     }
 
     /// Interns one frame; takes a reference on a code object seen for the first time.
@@ -263,6 +278,12 @@ fn publish_flags(rec: &Recorder) {
         .as_ref()
         .is_some_and(|e| e.recording && e.python_heap);
     HEAP_EVENTS.store(heap, Ordering::Release);
+    CAPTURING.store(rec.capture.is_some(), Ordering::Release);
+}
+
+/// Makes the hooks' quick flags match the recorder.
+pub(crate) fn publish() {
+    with_recorder(|rec| publish_flags(rec));
 }
 
 /// tracemalloc's start: traces from now on (earlier blocks are forgotten).
@@ -279,7 +300,7 @@ pub(crate) fn stop_tracing() -> Option<ReleasedCodes> {
     with_recorder(|rec| {
         rec.tracing = false;
         publish_flags(rec);
-        if rec.events.is_none() {
+        if !rec.stacks_in_use() {
             Some(rec.forget_stacks())
         } else {
             if !rec.follows_heap() {
@@ -293,7 +314,7 @@ pub(crate) fn stop_tracing() -> Option<ReleasedCodes> {
 /// tracemalloc's clear_traces.
 pub(crate) fn clear_traces() -> Option<ReleasedCodes> {
     with_recorder(|rec| {
-        if rec.events.is_none() {
+        if !rec.stacks_in_use() {
             Some(rec.forget_stacks())
         } else {
             rec.live.clear();
@@ -314,7 +335,7 @@ pub(crate) struct EventSettings {
 /// Starts a new event recording (earlier events are dropped).
 pub(crate) fn start_events(settings: EventSettings) -> Option<ReleasedCodes> {
     with_recorder(|rec| {
-        let released = (!rec.tracing).then(|| rec.forget_stacks());
+        let released = (!rec.tracing && rec.capture.is_none()).then(|| rec.forget_stacks());
         rec.events = Some(EventSink {
             ring: EventRing::new(settings.max_entries),
             recording: true,

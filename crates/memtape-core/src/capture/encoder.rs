@@ -1,0 +1,237 @@
+//! [`BlockEncoder`]: appends records to a raw block.
+
+use super::record::tag;
+use super::varint::{put_sv, put_uv};
+
+/// Appends records to an in-memory raw block with the delta state of the spec
+/// (`prev_addr`, `prev_stack`, both 0 at the block start).
+///
+/// Hand the block to [`CaptureFileWriter::write_block`](super::CaptureFileWriter::write_block)
+/// with [`take`](Self::take) (or [`as_bytes`](Self::as_bytes) then [`clear`](Self::clear),
+/// which keeps the buffer). The spec wants a Time record at every block start: writing it
+/// is the caller's job.
+#[derive(Debug, Clone, Default)]
+pub struct BlockEncoder {
+    buf: Vec<u8>,
+    prev_addr: u64,
+    prev_stack: u32,
+    events: u64,
+}
+
+impl BlockEncoder {
+    /// An empty block.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty block whose buffer holds `bytes` before it grows.
+    pub fn with_capacity(bytes: usize) -> Self {
+        Self {
+            buf: Vec::with_capacity(bytes),
+            ..Self::default()
+        }
+    }
+
+    /// An allocation of `size` bytes at `addr` in tracemalloc `domain`, by `stack`.
+    #[inline]
+    pub fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
+        if domain == 0 {
+            self.buf.push(tag::ALLOC);
+        } else {
+            self.buf.push(tag::ALLOC_IN_DOMAIN);
+            put_uv(&mut self.buf, u64::from(domain));
+        }
+        self.put_addr(addr);
+        put_uv(&mut self.buf, size);
+        put_sv(&mut self.buf, i64::from(stack) - i64::from(self.prev_stack));
+        self.prev_stack = stack;
+        self.events += 1;
+    }
+
+    /// A free of the block at `addr`, in `domain` when the recorder knows it.
+    #[inline]
+    pub fn free(&mut self, domain: Option<u32>, addr: u64) {
+        match domain {
+            None => self.buf.push(tag::FREE),
+            Some(domain) => {
+                self.buf.push(tag::FREE_IN_DOMAIN);
+                put_uv(&mut self.buf, u64::from(domain));
+            }
+        }
+        self.put_addr(addr);
+        self.events += 1;
+    }
+
+    /// The time of the records that follow, in ns since the metadata's `start_time_ns`.
+    pub fn time(&mut self, ns_since_start: u64) {
+        self.buf.push(tag::TIME);
+        put_uv(&mut self.buf, ns_since_start);
+    }
+
+    /// An interned string.
+    pub fn string(&mut self, id: u32, value: &str) {
+        self.buf.push(tag::STRING);
+        put_uv(&mut self.buf, u64::from(id));
+        self.put_str(value);
+    }
+
+    /// A resolved frame: string ids of its filename and function name, and its line.
+    pub fn frame(&mut self, id: u32, filename: u32, name: u32, line: u32) {
+        self.buf.push(tag::FRAME);
+        for value in [id, filename, name, line] {
+            put_uv(&mut self.buf, u64::from(value));
+        }
+    }
+
+    /// A stack: `parent` plus the innermost `frame`.
+    pub fn stack(&mut self, id: u32, parent: u32, frame: u32) {
+        self.buf.push(tag::STACK);
+        for value in [id, parent, frame] {
+            put_uv(&mut self.buf, u64::from(value));
+        }
+    }
+
+    /// A user mark.
+    pub fn marker(&mut self, label: &str) {
+        self.buf.push(tag::MARKER);
+        self.put_str(label);
+    }
+
+    /// `count` events the recorder had to drop.
+    pub fn dropped(&mut self, count: u64) {
+        self.buf.push(tag::DROPPED);
+        put_uv(&mut self.buf, count);
+    }
+
+    /// Raw bytes so far.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Alloc and Free records so far in this block.
+    #[inline]
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Whether the block holds no record.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// The raw block so far.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Hands the raw block out and starts a new one (delta state reset).
+    pub fn take(&mut self) -> Vec<u8> {
+        let capacity = self.buf.capacity();
+        let raw = std::mem::replace(&mut self.buf, Vec::with_capacity(capacity));
+        self.reset_state();
+        raw
+    }
+
+    /// Drops the records so far and starts a new block (delta state reset), keeping the
+    /// buffer.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.reset_state();
+    }
+
+    fn reset_state(&mut self) {
+        self.prev_addr = 0;
+        self.prev_stack = 0;
+        self.events = 0;
+    }
+
+    #[inline]
+    fn put_addr(&mut self, addr: u64) {
+        // A wrapping difference reinterpreted as signed: exact for any pair of addresses,
+        // and small when they are close in either direction.
+        put_sv(&mut self.buf, addr.wrapping_sub(self.prev_addr) as i64);
+        self.prev_addr = addr;
+    }
+
+    fn put_str(&mut self, value: &str) {
+        put_uv(&mut self.buf, value.len() as u64);
+        self.buf.extend_from_slice(value.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::{decode_block, Record};
+    use super::*;
+
+    fn decode(raw: &[u8]) -> Vec<Record<'_>> {
+        let mut out = Vec::new();
+        decode_block(raw, &mut |record| out.push(record)).expect("valid block");
+        out
+    }
+
+    #[test]
+    fn deltas_are_small_for_nearby_addresses_and_stacks() {
+        let mut encoder = BlockEncoder::new();
+        encoder.alloc(0, 0x7f00_0000_1000, 32, 7);
+        let first = encoder.len();
+        encoder.alloc(0, 0x7f00_0000_1020, 32, 8);
+        // tag, 1-byte delta (+0x20 zigzags to 0x40), size, stack delta.
+        assert_eq!(encoder.len() - first, 4);
+        encoder.free(None, 0x7f00_0000_1000);
+        assert_eq!(encoder.len() - first, 4 + 2);
+        assert_eq!(encoder.events(), 3);
+        assert_eq!(
+            decode(encoder.as_bytes()),
+            [
+                Record::Alloc {
+                    domain: 0,
+                    addr: 0x7f00_0000_1000,
+                    size: 32,
+                    stack: 7
+                },
+                Record::Alloc {
+                    domain: 0,
+                    addr: 0x7f00_0000_1020,
+                    size: 32,
+                    stack: 8
+                },
+                Record::Free {
+                    domain: None,
+                    addr: 0x7f00_0000_1000
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn take_and_clear_reset_the_delta_state() {
+        let mut encoder = BlockEncoder::new();
+        encoder.alloc(0, 1000, 1, 5);
+        let block = encoder.take();
+        assert!(encoder.is_empty());
+        assert_eq!(encoder.events(), 0);
+        encoder.alloc(0, 1000, 1, 5);
+        assert_eq!(encoder.as_bytes(), &block[..]);
+        encoder.clear();
+        assert!(encoder.is_empty());
+        encoder.alloc(0, 1000, 1, 5);
+        assert_eq!(encoder.as_bytes(), &block[..]);
+    }
+
+    #[test]
+    fn domain_zero_free_with_a_domain_keeps_the_domain() {
+        let mut encoder = BlockEncoder::new();
+        encoder.free(Some(0), 16);
+        assert_eq!(encoder.as_bytes()[0], tag::FREE_IN_DOMAIN);
+        assert_eq!(
+            decode(encoder.as_bytes()),
+            [Record::Free {
+                domain: Some(0),
+                addr: 16
+            }]
+        );
+    }
+}

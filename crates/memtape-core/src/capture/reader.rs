@@ -1,0 +1,392 @@
+//! [`CaptureReader`]: validates the header, then streams the records of every block.
+
+use std::io::{self, Read};
+
+use super::error::CaptureError;
+use super::record::{decode_block, Record};
+use super::{
+    BLOCK_HEADER_LEN, BLOCK_MAGIC, COMPRESSION_NONE, COMPRESSION_ZSTD, FILE_HEADER_FIXED_LEN,
+    FILE_MAGIC, FORMAT_VERSION, KIND_RECORDS, KIND_TRAILER, MAX_METADATA_LEN, MAX_PAYLOAD_LEN,
+    MAX_RAW_LEN,
+};
+
+/// What [`CaptureReader::for_each_record`] read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadSummary {
+    /// Records blocks read whole (the trailer is not counted).
+    pub blocks: u64,
+    /// Records of any kind.
+    pub records: u64,
+    /// Alloc and Free records.
+    pub events: u64,
+    /// Whether the trailer was seen: the recording ended cleanly.
+    pub complete: bool,
+    /// Where the file was cut short (the offset of the first incomplete or missing block)
+    /// when it has no trailer.
+    pub cut_short_at: Option<u64>,
+    /// The trailer's JSON, when there is one.
+    pub trailer_json: Option<String>,
+}
+
+/// Reads a capture file from any [`Read`] (wrap a `File` in a `BufReader` or not: blocks
+/// are read in large pieces either way).
+pub struct CaptureReader<R: Read> {
+    input: R,
+    /// Bytes consumed from `input`.
+    offset: u64,
+    version: u16,
+    flags: u16,
+    metadata: String,
+    /// The current block's payload, reused.
+    payload: Vec<u8>,
+    /// The current block decompressed, reused; records borrow from it.
+    raw: Vec<u8>,
+    decompressor: Option<zstd::bulk::Decompressor<'static>>,
+    /// How the file ended, once known.
+    end: Option<ReadSummary>,
+}
+
+impl<R: Read> CaptureReader<R> {
+    /// Reads and validates the file header: magic, version, metadata length and checksum.
+    pub fn new(mut input: R) -> Result<Self, CaptureError> {
+        let mut fixed = [0u8; FILE_HEADER_FIXED_LEN];
+        let got = read_full(&mut input, &mut fixed).map_err(|source| io_error(0, source))?;
+        if got == 0 {
+            return Err(CaptureError::Empty);
+        }
+        let magic_len = got.min(FILE_MAGIC.len());
+        if fixed[..magic_len] != FILE_MAGIC[..magic_len] {
+            return Err(CaptureError::NotCapture);
+        }
+        if got < FILE_HEADER_FIXED_LEN {
+            return Err(CaptureError::TruncatedHeader {
+                offset: got as u64,
+                part: "file header",
+            });
+        }
+        let version = u16::from_le_bytes([fixed[8], fixed[9]]);
+        if version != FORMAT_VERSION {
+            return Err(CaptureError::UnsupportedVersion { version });
+        }
+        let flags = u16::from_le_bytes([fixed[10], fixed[11]]);
+        let metadata_len = u32::from_le_bytes([fixed[12], fixed[13], fixed[14], fixed[15]]);
+        if metadata_len > MAX_METADATA_LEN {
+            return Err(CaptureError::CorruptHeader {
+                offset: 12,
+                reason: format!(
+                    "metadata length {metadata_len} is over the {MAX_METADATA_LEN}-byte limit"
+                ),
+            });
+        }
+
+        let start = FILE_HEADER_FIXED_LEN as u64;
+        let mut metadata = Vec::new();
+        let got = read_up_to(&mut input, u64::from(metadata_len), &mut metadata)
+            .map_err(|source| io_error(start, source))?;
+        if got < u64::from(metadata_len) {
+            return Err(CaptureError::TruncatedHeader {
+                offset: start + got,
+                part: "metadata",
+            });
+        }
+        let crc_at = start + got;
+        let mut crc = [0u8; 4];
+        let got = read_full(&mut input, &mut crc).map_err(|source| io_error(crc_at, source))?;
+        if got < crc.len() {
+            return Err(CaptureError::TruncatedHeader {
+                offset: crc_at + got as u64,
+                part: "metadata checksum",
+            });
+        }
+        if crc32fast::hash(&metadata) != u32::from_le_bytes(crc) {
+            return Err(CaptureError::CorruptHeader {
+                offset: start,
+                reason: "metadata checksum mismatch".to_owned(),
+            });
+        }
+        let metadata =
+            String::from_utf8(metadata).map_err(|error| CaptureError::CorruptHeader {
+                offset: start + error.utf8_error().valid_up_to() as u64,
+                reason: "metadata is not UTF-8".to_owned(),
+            })?;
+
+        Ok(Self {
+            input,
+            offset: crc_at + crc.len() as u64,
+            version,
+            flags,
+            metadata,
+            payload: Vec::new(),
+            raw: Vec::new(),
+            decompressor: None,
+            end: None,
+        })
+    }
+
+    /// The metadata JSON of the header.
+    pub fn metadata_json(&self) -> &str {
+        &self.metadata
+    }
+
+    /// The format version of the file.
+    pub fn version(&self) -> u16 {
+        self.version
+    }
+
+    /// The header flags (0 in version 1; unknown bits are ignored).
+    pub fn flags(&self) -> u16 {
+        self.flags
+    }
+
+    /// Streams every record of every complete block to `f`, in file order.
+    ///
+    /// Truncation (EOF in the middle of a block, or no trailer) is not an error: it ends
+    /// the read and is reported in the summary (`complete == false`,
+    /// `cut_short_at == Some(offset)`). Only whole blocks reach `f`. Corruption (bad block
+    /// magic, checksum mismatch, undecodable record, lengths over the limits,
+    /// decompression failure, data after the trailer) is an error naming the offset; the
+    /// blocks before the damaged one have been streamed by then. (A block whose checksum
+    /// matches but holds an undecodable record, which only a faulty writer makes, has had
+    /// the records before the bad one streamed too.)
+    ///
+    /// A second call streams nothing and returns the same ending.
+    pub fn for_each_record(
+        &mut self,
+        mut f: impl FnMut(Record<'_>),
+    ) -> Result<ReadSummary, CaptureError> {
+        if let Some(end) = &self.end {
+            return Ok(ReadSummary {
+                complete: end.complete,
+                cut_short_at: end.cut_short_at,
+                trailer_json: end.trailer_json.clone(),
+                ..ReadSummary::default()
+            });
+        }
+        let mut summary = ReadSummary::default();
+        loop {
+            let block_offset = self.offset;
+            let Some(block) = self.next_block()? else {
+                summary.cut_short_at = Some(block_offset);
+                return Ok(self.ended(summary));
+            };
+            let raw: &[u8] = match block.compression {
+                COMPRESSION_ZSTD => {
+                    decompress(
+                        &mut self.decompressor,
+                        &self.payload,
+                        &mut self.raw,
+                        block.raw_len,
+                    )
+                    .map_err(|reason| corrupt_block(block_offset, reason))?;
+                    &self.raw
+                }
+                _ => &self.payload,
+            };
+            if block.kind == KIND_TRAILER {
+                let trailer = std::str::from_utf8(raw)
+                    .map_err(|_| corrupt_block(block_offset, "the trailer is not UTF-8".into()))?
+                    .to_owned();
+                self.expect_eof()?;
+                summary.complete = true;
+                summary.trailer_json = Some(trailer);
+                return Ok(self.ended(summary));
+            }
+            let counts = decode_block(raw, &mut f).map_err(|(record_offset, error)| {
+                CaptureError::CorruptRecord {
+                    block_offset,
+                    record_offset: record_offset as u64,
+                    reason: error.to_string(),
+                }
+            })?;
+            summary.blocks += 1;
+            summary.records += counts.records;
+            summary.events += counts.events;
+        }
+    }
+
+    /// Remembers how the file ended and hands the summary back.
+    fn ended(&mut self, summary: ReadSummary) -> ReadSummary {
+        self.end = Some(ReadSummary {
+            complete: summary.complete,
+            cut_short_at: summary.cut_short_at,
+            trailer_json: summary.trailer_json.clone(),
+            ..ReadSummary::default()
+        });
+        summary
+    }
+
+    /// Reads the next block header and its payload (into `self.payload`), checking the
+    /// limits before reading and the checksum after. `None`: the file ends before the
+    /// block is complete.
+    fn next_block(&mut self) -> Result<Option<BlockHeader>, CaptureError> {
+        let block_offset = self.offset;
+        let mut header = [0u8; BLOCK_HEADER_LEN];
+        let got = read_full(&mut self.input, &mut header)
+            .map_err(|source| io_error(block_offset, source))?;
+        self.offset += got as u64;
+        let magic_len = got.min(BLOCK_MAGIC.len());
+        if header[..magic_len] != BLOCK_MAGIC[..magic_len] {
+            return Err(corrupt_block(block_offset, "no MTBK block magic".into()));
+        }
+        if got < BLOCK_HEADER_LEN {
+            return Ok(None);
+        }
+        let block =
+            BlockHeader::parse(&header).map_err(|reason| corrupt_block(block_offset, reason))?;
+
+        self.payload.clear();
+        let got = read_up_to(
+            &mut self.input,
+            u64::from(block.payload_len),
+            &mut self.payload,
+        )
+        .map_err(|source| io_error(self.offset, source))?;
+        self.offset += got;
+        if got < u64::from(block.payload_len) {
+            return Ok(None);
+        }
+        if crc32fast::hash(&self.payload) != block.crc {
+            return Err(corrupt_block(block_offset, "checksum mismatch".into()));
+        }
+        Ok(Some(block))
+    }
+
+    /// After the trailer, the file must end.
+    fn expect_eof(&mut self) -> Result<(), CaptureError> {
+        let mut byte = [0u8; 1];
+        let got = read_full(&mut self.input, &mut byte)
+            .map_err(|source| io_error(self.offset, source))?;
+        if got == 0 {
+            Ok(())
+        } else {
+            Err(corrupt_block(
+                self.offset,
+                "unexpected data after the trailer block".into(),
+            ))
+        }
+    }
+}
+
+/// The fields of a block header, validated.
+struct BlockHeader {
+    kind: u8,
+    compression: u8,
+    payload_len: u32,
+    raw_len: u32,
+    crc: u32,
+}
+
+impl BlockHeader {
+    fn parse(bytes: &[u8; BLOCK_HEADER_LEN]) -> Result<Self, String> {
+        let word = |at: usize| {
+            u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+        };
+        let block = BlockHeader {
+            kind: bytes[4],
+            compression: bytes[5],
+            payload_len: word(8),
+            raw_len: word(12),
+            crc: word(16),
+        };
+        if block.kind != KIND_RECORDS && block.kind != KIND_TRAILER {
+            return Err(format!("unknown block kind {}", block.kind));
+        }
+        if block.compression != COMPRESSION_NONE && block.compression != COMPRESSION_ZSTD {
+            return Err(format!("unknown compression {}", block.compression));
+        }
+        if block.payload_len > MAX_PAYLOAD_LEN {
+            return Err(format!(
+                "payload length {} is over the {MAX_PAYLOAD_LEN}-byte limit",
+                block.payload_len
+            ));
+        }
+        if block.raw_len > MAX_RAW_LEN {
+            return Err(format!(
+                "raw length {} is over the {MAX_RAW_LEN}-byte limit",
+                block.raw_len
+            ));
+        }
+        if block.compression == COMPRESSION_NONE && block.payload_len != block.raw_len {
+            return Err(format!(
+                "uncompressed block with payload length {} but raw length {}",
+                block.payload_len, block.raw_len
+            ));
+        }
+        if block.kind == KIND_TRAILER && block.compression != COMPRESSION_NONE {
+            return Err("the trailer block is compressed".to_owned());
+        }
+        Ok(block)
+    }
+}
+
+/// Decompresses `payload` into `raw`, which must come out exactly `raw_len` bytes long.
+fn decompress(
+    decompressor: &mut Option<zstd::bulk::Decompressor<'static>>,
+    payload: &[u8],
+    raw: &mut Vec<u8>,
+    raw_len: u32,
+) -> Result<(), String> {
+    // The frame header states the content size: check it before allocating for it.
+    match zstd::zstd_safe::get_frame_content_size(payload) {
+        Ok(Some(size)) if size != u64::from(raw_len) => {
+            return Err(format!(
+                "the zstd frame holds {size} bytes but the block header says {raw_len}"
+            ));
+        }
+        Ok(_) => {}
+        Err(_) => return Err("the payload is not a zstd frame".to_owned()),
+    }
+    let decompressor = match decompressor {
+        Some(decompressor) => decompressor,
+        None => decompressor.insert(
+            zstd::bulk::Decompressor::new()
+                .map_err(|error| format!("cannot set up zstd decompression: {error}"))?,
+        ),
+    };
+    raw.clear();
+    // Capacity bounds the output: at most `raw_len` (<= 256 MiB), or what an earlier block
+    // needed.
+    raw.reserve(raw_len as usize);
+    let len = decompressor
+        .decompress_to_buffer(payload, raw)
+        .map_err(|error| format!("zstd decompression failed: {error}"))?;
+    if len != raw_len as usize || raw.len() != len {
+        return Err(format!(
+            "decompressed to {len} bytes but the block header says {raw_len}"
+        ));
+    }
+    Ok(())
+}
+
+/// Reads until `buf` is full or the input ends; returns how much was read.
+fn read_full<R: Read>(input: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while let Some(rest) = buf.get_mut(filled..).filter(|rest| !rest.is_empty()) {
+        match input.read(rest) {
+            Ok(0) => break,
+            // `min` guards against a reader that claims more than it was given.
+            Ok(n) => filled = filled.saturating_add(n).min(buf.len()),
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
+}
+
+/// Appends up to `len` bytes to `out`; returns how many. The buffer grows with the data
+/// that actually arrives, so a corrupt length in a short file allocates nothing big.
+fn read_up_to<R: Read>(input: &mut R, len: u64, out: &mut Vec<u8>) -> io::Result<u64> {
+    input
+        .by_ref()
+        .take(len)
+        .read_to_end(out)
+        .map(|got| got as u64)
+}
+
+fn io_error(offset: u64, source: io::Error) -> CaptureError {
+    CaptureError::Io { offset, source }
+}
+
+fn corrupt_block(offset: u64, reason: String) -> CaptureError {
+    CaptureError::CorruptBlock { offset, reason }
+}

@@ -1,0 +1,399 @@
+//! Streaming a recording to a `.mtape` capture file (docs/capture-format.md).
+//!
+//! Hooks append compact records to an in-memory block under the recorder lock (tens of
+//! nanoseconds); a flusher thread swaps full blocks out every few milliseconds and
+//! compresses and writes them without the lock or the GIL, so a killed process leaves
+//! every flushed block readable. Frames are resolved on the main thread through
+//! `Py_AddPendingCall` (Python runs it between bytecodes, with the GIL): no thread ever
+//! waits for the GIL on our behalf.
+
+use std::ffi::{c_int, c_void};
+use std::fs::File;
+use std::io::BufWriter;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use memtape_core::capture::{BlockEncoder, CaptureFileWriter};
+use pyo3::exceptions::{PyOSError, PyRuntimeError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use rustc_hash::FxHashMap;
+
+use crate::frame_resolve::{FrameResolver, HeldCodes};
+use crate::frames::RawFrame;
+use crate::recorder::{self, with_recorder, RECORDER};
+use crate::{hook_mode, hooks, numpy_handler, thread_id};
+
+/// Raw bytes after which the flusher is woken early.
+const BLOCK_TARGET: usize = 256 * 1024;
+/// How often the flusher looks at the block when nothing wakes it.
+const FLUSH_INTERVAL: Duration = Duration::from_millis(25);
+/// Events between two looks at the clock in the hooks.
+const CLOCK_EVERY: u32 = 256;
+
+type FileWriter = CaptureFileWriter<BufWriter<File>>;
+
+/// What a capture records, appended to by the hooks under the recorder lock.
+pub(crate) struct CaptureSink {
+    encoder: BlockEncoder,
+    min_size: u64,
+    /// False once stopping began: nothing more is recorded.
+    accepting: bool,
+    start: Instant,
+    last_time_ns: u64,
+    tick: u32,
+    /// Stack nodes `1..=resolved_upto` have been written as Stack records.
+    resolved_upto: usize,
+    strings: FxHashMap<String, u32>,
+    frames: FxHashMap<(u32, u32, u32), u32>,
+    events: u64,
+}
+
+impl CaptureSink {
+    #[inline]
+    fn clock(&mut self) {
+        self.tick = self.tick.wrapping_add(1);
+        if self.tick % CLOCK_EVERY == 0 {
+            let ns = self.start.elapsed().as_nanos() as u64;
+            if ns.saturating_sub(self.last_time_ns) >= 1_000_000 {
+                self.encoder.time(ns);
+                self.last_time_ns = ns;
+            }
+        }
+    }
+
+    /// Records an allocation (if it is at least `min_size`).
+    #[inline]
+    pub(crate) fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
+        if !self.accepting || size < self.min_size {
+            return;
+        }
+        self.clock();
+        self.encoder.alloc(domain, addr, size, stack);
+        self.events += 1;
+        if self.encoder.len() >= BLOCK_TARGET {
+            wake_flusher();
+        }
+    }
+
+    /// Records a free of a block of `size` bytes (dropped like its allocation was).
+    #[inline]
+    pub(crate) fn free(&mut self, domain: u32, addr: u64, size: u64) {
+        if !self.accepting || size < self.min_size {
+            return;
+        }
+        self.clock();
+        self.encoder.free((domain != 0).then_some(domain), addr);
+        self.events += 1;
+    }
+
+    fn take_block(&mut self) -> Option<Vec<u8>> {
+        if self.encoder.is_empty() {
+            return None;
+        }
+        let block = self.encoder.take();
+        let ns = self.start.elapsed().as_nanos() as u64;
+        self.encoder.time(ns);
+        self.last_time_ns = ns;
+        Some(block)
+    }
+
+    fn intern_string(&mut self, value: &str) -> u32 {
+        if let Some(id) = self.strings.get(value) {
+            return *id;
+        }
+        let id = self.strings.len() as u32 + 1;
+        self.encoder.string(id, value);
+        self.strings.insert(value.to_owned(), id);
+        id
+    }
+
+    fn intern_frame(&mut self, filename: &str, name: &str, line: u32) -> u32 {
+        let key = (self.intern_string(filename), self.intern_string(name), line);
+        if let Some(id) = self.frames.get(&key) {
+            return *id;
+        }
+        let id = self.frames.len() as u32 + 1;
+        self.encoder.frame(id, key.0, key.1, key.2);
+        self.frames.insert(key, id);
+        id
+    }
+}
+
+struct Flusher {
+    handle: JoinHandle<std::io::Result<FileWriter>>,
+    pid: u32,
+}
+
+struct Wake {
+    flag: Mutex<(bool, bool)>, // (work to do, stop)
+    cond: Condvar,
+}
+
+static WAKE: std::sync::OnceLock<Arc<Wake>> = std::sync::OnceLock::new();
+static FLUSHER: Mutex<Option<Flusher>> = Mutex::new(None);
+static FAILURE: Mutex<Option<String>> = Mutex::new(None);
+static RESOLVE_QUEUED: AtomicBool = AtomicBool::new(false);
+static CAPTURE_PID: AtomicU32 = AtomicU32::new(0);
+
+fn wake() -> &'static Arc<Wake> {
+    WAKE.get_or_init(|| {
+        Arc::new(Wake {
+            flag: Mutex::new((false, false)),
+            cond: Condvar::new(),
+        })
+    })
+}
+
+fn wake_flusher() {
+    if let Ok(mut f) = wake().flag.try_lock() {
+        f.0 = true;
+        wake().cond.notify_one();
+    }
+}
+
+extern "C" fn resolve_pending(_arg: *mut c_void) -> c_int {
+    RESOLVE_QUEUED.store(false, Ordering::Release);
+    // SAFETY: Python runs pending calls on the main thread with the GIL held.
+    let py = unsafe { Python::assume_gil_acquired() };
+    resolve_new_stacks(py);
+    0
+}
+
+/// Asks the main thread to resolve the stacks interned since the last resolution.
+fn queue_resolution() {
+    if RESOLVE_QUEUED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // SAFETY: Py_AddPendingCall may be called from any thread without the GIL; the
+    // callback is a plain function that never raises.
+    if unsafe { ffi::Py_AddPendingCall(Some(resolve_pending), std::ptr::null_mut()) } != 0 {
+        RESOLVE_QUEUED.store(false, Ordering::Release);
+    }
+}
+
+fn flusher_loop(mut writer: FileWriter, wake: Arc<Wake>) -> std::io::Result<FileWriter> {
+    loop {
+        let stopping = {
+            let guard = wake.flag.lock().unwrap_or_else(|e| e.into_inner());
+            let (mut guard, _) = wake
+                .cond
+                .wait_timeout_while(guard, FLUSH_INTERVAL, |f| !f.0 && !f.1)
+                .unwrap_or_else(|e| e.into_inner());
+            guard.0 = false;
+            guard.1
+        };
+        let (block, unresolved) = {
+            let mut guard = RECORDER.lock();
+            match guard.as_mut() {
+                Some(rec) => {
+                    let len = rec.stacks.len();
+                    match rec.capture.as_mut() {
+                        Some(sink) => (sink.take_block(), sink.resolved_upto < len),
+                        None => (None, false),
+                    }
+                }
+                None => (None, false),
+            }
+        };
+        if unresolved {
+            queue_resolution();
+        }
+        if let Some(block) = block {
+            if let Err(e) = writer.write_block(&block) {
+                // Disk full or gone: stop capturing, keep the program running.
+                with_recorder(|rec| rec.capture = None);
+                recorder::publish();
+                return Err(e);
+            }
+        }
+        if stopping {
+            return Ok(writer);
+        }
+    }
+}
+
+/// Writes Stack (and String/Frame) records for every stack interned since the last call.
+/// Runs with the GIL (a pending call, or `stop_capture`).
+pub(crate) fn resolve_new_stacks(py: Python<'_>) {
+    hook_mode::untraced(|| {
+        let (from, nodes, _held) = {
+            let guard = RECORDER.lock();
+            let Some(rec) = guard.as_ref() else { return };
+            let Some(sink) = rec.capture.as_ref() else {
+                return;
+            };
+            let from = sink.resolved_upto;
+            let to = rec.stacks.len();
+            if from >= to {
+                return;
+            }
+            let nodes: Vec<(u32, u32, RawFrame)> = ((from + 1)..=to)
+                .filter_map(|id| {
+                    let n = rec.stacks.node(id as u32)?;
+                    Some((
+                        id as u32,
+                        n.parent,
+                        RawFrame {
+                            code: n.code,
+                            lasti: n.lasti,
+                        },
+                    ))
+                })
+                .collect();
+            let ids: Vec<u32> = nodes.iter().map(|n| n.0).collect();
+            let held = HeldCodes::hold(py, &rec.stacks, ids.iter(), 1);
+            (from, nodes, held)
+        };
+        let mut resolver = FrameResolver::new(py);
+        let resolved: Vec<(u32, u32, String, String, u32)> = nodes
+            .iter()
+            .map(|&(id, parent, f)| {
+                let (file, name) = resolver.names(f.code).clone();
+                (id, parent, file, name, resolver.line(f))
+            })
+            .collect();
+        with_recorder(|rec| {
+            let Some(sink) = rec.capture.as_mut() else {
+                return;
+            };
+            if sink.resolved_upto != from {
+                return; // another resolution won the race and wrote these
+            }
+            for (id, parent, file, name, line) in &resolved {
+                let frame = sink.intern_frame(file, name, *line);
+                sink.encoder.stack(*id, *parent, frame);
+            }
+            sink.resolved_upto = from + resolved.len();
+        });
+    });
+}
+
+/// Starts capturing to `path` (created or truncated) with the given metadata.
+pub(crate) fn start(
+    py: Python<'_>,
+    path: &std::path::Path,
+    metadata_json: &str,
+    min_size: u64,
+) -> PyResult<()> {
+    if with_recorder(|rec| rec.capture.is_some()) {
+        return Err(PyRuntimeError::new_err(
+            "a capture is already being recorded in this process",
+        ));
+    }
+    let file = File::create(path)
+        .map_err(|e| PyOSError::new_err(format!("cannot create {}: {e}", path.display())))?;
+    let writer = CaptureFileWriter::new(BufWriter::with_capacity(1 << 20, file), metadata_json)
+        .map_err(|e| PyOSError::new_err(format!("cannot write {}: {e}", path.display())))?;
+    *FAILURE.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    {
+        let mut f = wake().flag.lock().unwrap_or_else(|e| e.into_inner());
+        *f = (false, false);
+    }
+    let wake = Arc::clone(wake());
+    let handle = std::thread::Builder::new()
+        .name("memtape-flusher".into())
+        .spawn(move || flusher_loop(writer, wake))
+        .map_err(|e| PyOSError::new_err(format!("cannot start the capture writer thread: {e}")))?;
+    CAPTURE_PID.store(std::process::id(), Ordering::Release);
+    *FLUSHER.lock().unwrap_or_else(|e| e.into_inner()) = Some(Flusher {
+        handle,
+        pid: std::process::id(),
+    });
+    numpy_handler::sync(py, true);
+    hooks::install(py);
+    with_recorder(|rec| {
+        let mut encoder = BlockEncoder::new();
+        encoder.time(0);
+        rec.capture = Some(CaptureSink {
+            encoder,
+            min_size,
+            accepting: true,
+            start: Instant::now(),
+            last_time_ns: 0,
+            tick: 0,
+            resolved_upto: 0,
+            strings: FxHashMap::default(),
+            frames: FxHashMap::default(),
+            events: 0,
+        });
+    });
+    recorder::publish();
+    Ok(())
+}
+
+/// Adds a marker to the capture (for diffs between moments).
+pub(crate) fn mark(label: &str) -> bool {
+    with_recorder(|rec| match rec.capture.as_mut() {
+        Some(sink) if sink.accepting => {
+            sink.encoder.marker(label);
+            true
+        }
+        _ => false,
+    })
+}
+
+/// Ends the capture: resolves the last stacks, writes the last block and the trailer.
+/// Returns `(events, bytes written)`.
+pub(crate) fn stop(py: Python<'_>, trailer_fields: &str) -> PyResult<(u64, u64)> {
+    with_recorder(|rec| {
+        if let Some(sink) = rec.capture.as_mut() {
+            sink.accepting = false;
+        }
+    });
+    resolve_new_stacks(py);
+    let (last_block, events) = with_recorder(|rec| match rec.capture.take() {
+        Some(mut sink) => (sink.take_block(), sink.events),
+        None => (None, 0),
+    });
+    recorder::publish();
+    if !recorder::hooks_active() {
+        hooks::uninstall(py);
+        numpy_handler::sync(py, false);
+    }
+    let flusher = FLUSHER.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let Some(flusher) = flusher else {
+        return Err(PyRuntimeError::new_err("no capture is being recorded"));
+    };
+    if flusher.pid != std::process::id() {
+        return Err(PyRuntimeError::new_err(
+            "the capture belongs to the parent process",
+        ));
+    }
+    {
+        let mut f = wake().flag.lock().unwrap_or_else(|e| e.into_inner());
+        *f = (true, true);
+        wake().cond.notify_one();
+    }
+    let joined = py.allow_threads(|| flusher.handle.join());
+    let mut writer = match joined {
+        Ok(Ok(writer)) => writer,
+        Ok(Err(e)) => {
+            let message = format!("the capture stopped early: {e}");
+            *FAILURE.lock().unwrap_or_else(|e| e.into_inner()) = Some(message.clone());
+            return Err(PyOSError::new_err(message));
+        }
+        Err(_) => return Err(PyRuntimeError::new_err("the capture writer thread failed")),
+    };
+    let end_ns = thread_id::now_ns();
+    let trailer = format!("{{\"events\": {events}, \"end_time_ns\": {end_ns}{trailer_fields}}}");
+    py.allow_threads(|| -> std::io::Result<u64> {
+        if let Some(block) = last_block {
+            writer.write_block(&block)?;
+        }
+        let bytes = writer.bytes_written();
+        writer.finish(&trailer)?;
+        Ok(bytes)
+    })
+    .map(|bytes| (events, bytes))
+    .map_err(|e| PyOSError::new_err(format!("cannot finish the capture: {e}")))
+}
+
+/// In a forked child: the capture belongs to the parent; stop recording into it.
+pub(crate) fn forget_in_child(rec: &mut recorder::Recorder) {
+    if rec.capture.is_some() && CAPTURE_PID.load(Ordering::Acquire) != std::process::id() {
+        rec.capture = None;
+    }
+}

@@ -1,0 +1,166 @@
+"""``memtape run``: record a program into a capture file, exactly as ``python`` runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from types import TracebackType
+
+from memtape import __version__, _native
+from memtape._program import Program, run, split_program
+
+USAGE = (
+    "usage: memtape run [-o FILE] [--nframe N] [--min-size BYTES] [--force] [--quiet]\n"
+    "                   (script.py | -m module | -c code) [args ...]"
+)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What `memtape run` was asked to do."""
+
+    output: str | None
+    nframe: int
+    min_size: int
+    force: bool
+    quiet: bool
+    program: Program
+
+
+class UsageError(Exception):
+    """A command-line mistake (exit status 2)."""
+
+
+def _value(argv: list[str], i: int) -> str:
+    if i + 1 >= len(argv):
+        raise UsageError(f"{argv[i]} needs a value")
+    return argv[i + 1]
+
+
+def _whole(text: str, option: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{option} takes a whole number, not {text!r}") from None
+    if value < minimum:
+        raise UsageError(f"{option} must be at least {minimum}, not {value}")
+    return value
+
+
+def parse_args(argv: list[str]) -> RunOptions:
+    """Options first; the program (script, -m, -c) ends them, the rest is its argv."""
+    output, nframe, min_size, force, quiet = None, 64, 0, False, False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-h", "--help"):
+            print(USAGE)
+            raise SystemExit(0)
+        if arg in ("-o", "--output"):
+            output = _value(argv, i)
+        elif arg in ("-n", "--nframe"):
+            nframe = _whole(_value(argv, i), arg, 1)
+        elif arg == "--min-size":
+            min_size = _whole(_value(argv, i), arg, 0)
+        elif arg == "--force":
+            force, i = True, i + 1
+            continue
+        elif arg in ("-q", "--quiet"):
+            quiet, i = True, i + 1
+            continue
+        else:
+            program = split_program(argv, i)
+            if program is None:
+                raise UsageError(f"unknown option or missing value: {arg}")
+            return RunOptions(output, nframe, min_size, force, quiet, program)
+        i += 2
+    raise UsageError("nothing to run: give a script, -m module or -c code")
+
+
+def default_output(program: Program) -> str:
+    """``memtape-<name>-<pid>.mtape`` in the current directory."""
+    return f"memtape-{program.name}-{os.getpid()}.mtape"
+
+
+def metadata(opts: RunOptions) -> str:
+    """The capture header's metadata."""
+    return json.dumps(
+        {
+            "tool": "memtape",
+            "tool_version": __version__,
+            "pid": os.getpid(),
+            "argv": opts.program.argv,
+            "command": opts.program.kind,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "start_time_ns": time.time_ns(),
+            "nframe": opts.nframe,
+            "min_size": opts.min_size,
+        }
+    )
+
+
+def _strip_our_frames(tb: TracebackType | None) -> TracebackType | None:
+    """The traceback from the program's first frame on (drops memtape's and runpy's)."""
+    ours = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "<frozen runpy>")
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not (filename.startswith(ours[0]) or filename == ours[1] or "runpy" in filename):
+            return tb
+        tb = tb.tb_next
+    return None
+
+
+def _summary(path: str, events: int, size: int) -> None:
+    from memtape.cli.summary import print_run_summary
+
+    print_run_summary(path, events, size)
+
+
+def main(argv: list[str]) -> int:
+    try:
+        opts = parse_args(argv)
+    except UsageError as exc:
+        print(f"{USAGE}\nmemtape run: error: {exc}", file=sys.stderr)
+        return 2
+    path = opts.output or default_output(opts.program)
+    if os.path.exists(path) and not opts.force:
+        print(f"memtape run: {path} already exists; use --force to overwrite it", file=sys.stderr)
+        return 2
+    try:
+        _native._start_capture(path, metadata(opts), opts.min_size)
+    except OSError as exc:
+        print(f"memtape run: {exc}", file=sys.stderr)
+        return 2
+    exit_kind, code = "normal", 0
+    failure: BaseException | None = None
+    try:
+        run(opts.program)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        exit_kind, code, failure = "signal", 130, exc
+    except BaseException as exc:  # noqa: BLE001 - the program's own exception, reported as python would
+        exit_kind, code, failure = "exception", 1, exc
+    try:
+        events, size = _native._stop_capture(
+            f', "exit": {json.dumps(exit_kind)}, "exit_code": {json.dumps(code)}'
+        )
+    except OSError as exc:  # disk full, file removed: the program's outcome stands
+        print(f"memtape run: {exc}", file=sys.stderr)
+        events, size = 0, 0
+    if failure is not None:
+        traceback.print_exception(
+            type(failure), failure, _strip_our_frames(failure.__traceback__), file=sys.stderr
+        )
+    if not opts.quiet:
+        _summary(path, events, size)
+    sys.stdout.flush()
+    return code

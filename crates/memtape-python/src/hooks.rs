@@ -233,8 +233,9 @@ extern "C" fn hook_realloc(ctx: *mut c_void, old: *mut c_void, size: usize) -> *
     hook_mode::set(HookMode::InAllocHook);
     let block = realloc(w.ctx, old, size);
     if !block.is_null() {
-        let moved_from = if block != old { old } else { ptr::null_mut() };
-        record_alloc(PYTHON_DOMAIN, tstate_for(s), block, size, moved_from);
+        // Moved or resized in place, the old block ends (its free is recorded) and the
+        // new one begins.
+        record_alloc(PYTHON_DOMAIN, tstate_for(s), block, size, old);
     }
     hook_mode::set(HookMode::Idle);
     block

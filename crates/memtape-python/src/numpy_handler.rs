@@ -149,8 +149,7 @@ extern "C" fn np_realloc(_ctx: *mut c_void, old: *mut c_void, size: usize) -> *m
     };
     let block = realloc(w.ctx, old, size);
     if !block.is_null() && records_allocs() {
-        let moved_from = if block != old { old } else { ptr::null_mut() };
-        record_new(block, size, moved_from);
+        record_new(block, size, old);
     }
     block
 }

@@ -1,2 +1,54 @@
 //! Reports over a capture: replay, peak and leak attribution, sites, diffs, flamegraphs,
 //! the offline HTML report and exports.
+//!
+//! Reports take records, never a file: feed each [`Record`] the reader yields to an
+//! [`Analysis`] (or to [`Symbols`] and [`Replay`] separately), then `finish` it and hand
+//! the per-stack tables it found ([`ReplayResult::live_at_peak`], `live_at_end`, or a
+//! [`Moment`]) to a renderer:
+//!
+//! - [`group_sites`]: tracemalloc-style statistics by line, file or traceback;
+//! - [`compare`]: tracemalloc's `compare_to` between two grouped tables;
+//! - [`folded`] and [`flamegraph_html`]: flame graphs;
+//! - [`html_report`]: the offline report page;
+//! - [`stats_text`], [`top_text`], [`diff_text`]: terminal tables;
+//! - [`json_summary`], [`json_sites`], [`json_diff`]: `--json` output.
+
+mod analysis;
+mod diff;
+mod flamegraph;
+mod html;
+mod html_report;
+mod json;
+mod json_out;
+mod live_by_stack;
+mod live_set;
+mod record;
+mod replay;
+mod run_info;
+mod series;
+mod sites;
+mod symbols;
+mod text;
+mod units;
+
+#[cfg(test)]
+mod perf_tests;
+
+pub use analysis::{Analysis, Analyzed};
+pub use diff::{compare, SiteDiff};
+pub use flamegraph::{flamegraph_html, folded, FlameGraph, NO_PYTHON_FRAME};
+pub use html_report::{html_report, HtmlReportOptions};
+pub use json_out::{json_diff, json_sites, json_summary};
+pub use live_by_stack::{total_bytes, StackTotal};
+pub use record::Record;
+pub use replay::{MarkerAt, Moment, Peak, Replay, ReplayOptions, ReplayResult, Totals};
+pub use run_info::RunInfo;
+pub use series::{SeriesPoint, DEFAULT_MAX_POINTS};
+pub use sites::{
+    compare_frames, group_sites, group_sites_with_tracebacks, sort_sites, Frame, Site, SiteDetail,
+};
+pub use symbols::{FrameKey, FrameRef, Symbols, UNRESOLVED};
+pub use text::{diff_text, frame_location, site_location, stats_text, top_text};
+pub use units::{grouped, human_duration, human_size, human_size_diff, percent, signed_count};
+
+pub use crate::trace_set::GroupBy;

@@ -1,0 +1,176 @@
+//! The symbol tables and the replay fed together: what most reports need from one pass.
+
+use super::record::Record;
+use super::replay::{Replay, ReplayOptions, ReplayResult};
+use super::symbols::Symbols;
+
+/// Feeds every record to both [`Symbols`] and [`Replay`].
+#[derive(Debug, Default)]
+pub struct Analysis {
+    symbols: Symbols,
+    replay: Replay,
+}
+
+/// The result of an [`Analysis`].
+#[derive(Debug)]
+pub struct Analyzed {
+    /// Strings, frames and stacks.
+    pub symbols: Symbols,
+    /// What the replay found.
+    pub result: ReplayResult,
+}
+
+impl Analysis {
+    /// A pass computing `options` besides the defaults.
+    pub fn new(options: ReplayOptions) -> Self {
+        Self {
+            symbols: Symbols::new(),
+            replay: Replay::new(options),
+        }
+    }
+
+    /// Takes in one record.
+    #[inline]
+    pub fn feed(&mut self, record: &Record<'_>) {
+        match record {
+            Record::String { .. } | Record::Frame { .. } | Record::Stack { .. } => {
+                self.symbols.feed(record)
+            }
+            _ => self.replay.feed(record),
+        }
+    }
+
+    /// Ends the pass.
+    pub fn finish(self) -> Analyzed {
+        Analyzed {
+            symbols: self.symbols,
+            result: self.replay.finish(),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::capture::{BlockEncoder, CaptureFileWriter, CaptureReader};
+    use crate::report::{group_sites, GroupBy, StackTotal};
+
+    /// Appends `record` to a block.
+    pub(crate) fn encode(enc: &mut BlockEncoder, record: &Record<'_>) {
+        match *record {
+            Record::Alloc {
+                domain,
+                addr,
+                size,
+                stack,
+            } => enc.alloc(domain, addr, size, stack),
+            Record::Free { domain, addr } => enc.free(domain, addr),
+            Record::Time { ns } => enc.time(ns),
+            Record::String { id, value } => enc.string(id, value),
+            Record::Frame {
+                id,
+                filename,
+                name,
+                line,
+            } => enc.frame(id, filename, name, line),
+            Record::Stack { id, parent, frame } => enc.stack(id, parent, frame),
+            Record::Marker { label } => enc.marker(label),
+            Record::Dropped { count } => enc.dropped(count),
+        }
+    }
+
+    /// Writes `blocks` as a capture file (with a trailer when `complete`).
+    fn capture_file(blocks: &[&[Record<'_>]], complete: bool) -> Vec<u8> {
+        let mut w = CaptureFileWriter::new(Vec::new(), r#"{"tool":"memtape"}"#).unwrap();
+        let mut enc = BlockEncoder::new();
+        for block in blocks {
+            for r in *block {
+                encode(&mut enc, r);
+            }
+            w.write_block(&enc.take()).unwrap();
+        }
+        if complete {
+            w.finish(r#"{"exit":"normal"}"#).unwrap()
+        } else {
+            w.get_ref().clone()
+        }
+    }
+
+    fn analyze(file: &[u8]) -> (Analyzed, bool) {
+        let mut reader = CaptureReader::new(file).unwrap();
+        let mut analysis = Analysis::new(ReplayOptions::default());
+        let summary = reader.for_each_record(|r| analysis.feed(&r)).unwrap();
+        (analysis.finish(), summary.complete)
+    }
+
+    #[test]
+    fn reads_a_capture_through_the_reader_with_stacks_defined_late() {
+        let first: &[Record<'_>] = &[
+            Record::Time { ns: 100 },
+            Record::Alloc {
+                domain: 0,
+                addr: 0x7f00_0000_1000,
+                size: 64,
+                stack: 2,
+            },
+            Record::Alloc {
+                domain: 389047,
+                addr: 0x7f00_0000_2000,
+                size: 4096,
+                stack: 2,
+            },
+            Record::Marker { label: "loaded" },
+        ];
+        let second: &[Record<'_>] = &[
+            Record::Time { ns: 200 },
+            Record::Free {
+                domain: None,
+                addr: 0x7f00_0000_2000,
+            },
+            Record::String {
+                id: 1,
+                value: "app.py",
+            },
+            Record::String {
+                id: 2,
+                value: "load",
+            },
+            Record::Frame {
+                id: 1,
+                filename: 1,
+                name: 2,
+                line: 12,
+            },
+            Record::Stack {
+                id: 2,
+                parent: 0,
+                frame: 1,
+            },
+        ];
+        for complete in [true, false] {
+            let (Analyzed { symbols, result }, was_complete) =
+                analyze(&capture_file(&[first, second], complete));
+            assert_eq!(was_complete, complete);
+            assert_eq!((result.peak.bytes, result.peak.time_ns), (4160, 100));
+            assert_eq!(
+                result.live_at_end,
+                vec![StackTotal {
+                    stack: 2,
+                    bytes: 64,
+                    count: 1
+                }]
+            );
+            assert_eq!(result.markers.len(), 1);
+            let sites = group_sites(&result.live_at_peak, &symbols, GroupBy::Lineno, 0);
+            assert_eq!(sites.len(), 1);
+            assert_eq!(
+                (
+                    sites[0].frames[0].filename.as_str(),
+                    sites[0].frames[0].line
+                ),
+                ("app.py", 12)
+            );
+            assert_eq!(sites[0].frames[0].function, "load");
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! JSON for `--json`: the run, the replay's numbers, and site tables.
+//!
+//! Sizes are integers in bytes and times integers in ns since the start of the
+//! recording; frames are `{"filename", "function", "line"}`, innermost first.
+
+use super::diff::SiteDiff;
+use super::json::JsonWriter;
+use super::replay::ReplayResult;
+use super::run_info::RunInfo;
+use super::sites::{Frame, Site};
+
+fn frames(w: &mut JsonWriter, frames: &[Frame]) {
+    w.key("frames").begin_array();
+    for f in frames {
+        w.begin_object()
+            .key("filename")
+            .string(&f.filename)
+            .key("function")
+            .string(&f.function)
+            .key("line")
+            .uint(u64::from(f.line))
+            .end_object();
+    }
+    w.end_array();
+}
+
+fn sites(w: &mut JsonWriter, key: &str, rows: &[Site]) {
+    w.key(key).begin_array();
+    for s in rows {
+        w.begin_object()
+            .key("bytes")
+            .uint(s.bytes)
+            .key("count")
+            .uint(s.count);
+        frames(w, &s.frames);
+        w.end_object();
+    }
+    w.end_array();
+}
+
+fn run(w: &mut JsonWriter, run: &RunInfo) {
+    w.key("run").begin_object();
+    w.opt_string("source", run.source.as_deref());
+    w.key("argv").begin_array();
+    for a in &run.argv {
+        w.string(a);
+    }
+    w.end_array();
+    w.opt_string("command", run.command.as_deref())
+        .opt_string("python", run.python.as_deref())
+        .opt_string("platform", run.platform.as_deref())
+        .opt_uint("pid", run.pid)
+        .opt_string("tool_version", run.tool_version.as_deref())
+        .opt_uint("start_time_ns", run.start_time_ns)
+        .opt_string("exit", run.exit.as_deref())
+        .key("cut_short")
+        .bool(run.cut_short);
+    w.end_object();
+}
+
+fn stats(w: &mut JsonWriter, r: &ReplayResult) {
+    let t = &r.totals;
+    w.key("duration_ns").uint(r.duration_ns);
+    w.key("events").uint(r.events);
+    w.key("totals")
+        .begin_object()
+        .key("allocs")
+        .uint(t.allocs)
+        .key("frees")
+        .uint(t.frees)
+        .key("bytes_allocated")
+        .uint(t.bytes_allocated)
+        .key("bytes_freed")
+        .uint(t.bytes_freed)
+        .key("unknown_frees")
+        .uint(t.unknown_frees)
+        .key("replaced")
+        .uint(t.replaced)
+        .key("untracked")
+        .uint(t.untracked)
+        .end_object();
+    w.key("peak")
+        .begin_object()
+        .key("bytes")
+        .uint(r.peak.bytes)
+        .key("blocks")
+        .uint(r.peak.blocks)
+        .key("time_ns")
+        .uint(r.peak.time_ns)
+        .key("event_index")
+        .uint(r.peak.event_index)
+        .end_object();
+    w.key("end")
+        .begin_object()
+        .key("bytes")
+        .uint(r.end_bytes)
+        .key("blocks")
+        .uint(r.end_blocks)
+        .end_object();
+    w.key("dropped").uint(r.dropped);
+    w.key("markers").begin_array();
+    for m in &r.markers {
+        w.begin_object()
+            .key("label")
+            .string(&m.label)
+            .key("time_ns")
+            .uint(m.time_ns)
+            .key("event_index")
+            .uint(m.event_index)
+            .end_object();
+    }
+    w.end_array();
+}
+
+/// `{"run", "duration_ns", "events", "totals", "peak", "end", "dropped", "markers",
+/// "top", "leaks"}`: `top` is the sites at the peak and `leaks` the sites still live at
+/// the end, as the caller grouped and cut them.
+pub fn json_summary(info: &RunInfo, r: &ReplayResult, top: &[Site], leaks: &[Site]) -> String {
+    let mut w = JsonWriter::new();
+    w.begin_object();
+    run(&mut w, info);
+    stats(&mut w, r);
+    sites(&mut w, "top", top);
+    sites(&mut w, "leaks", leaks);
+    w.end_object();
+    let mut out = w.finish();
+    out.push('\n');
+    out
+}
+
+/// `{"total_bytes", "sites": [{"bytes", "count", "frames"}]}`.
+pub fn json_sites(rows: &[Site], total_bytes: u64) -> String {
+    let mut w = JsonWriter::new();
+    w.begin_object().key("total_bytes").uint(total_bytes);
+    sites(&mut w, "sites", rows);
+    w.end_object();
+    let mut out = w.finish();
+    out.push('\n');
+    out
+}
+
+/// `{"diffs": [{"bytes", "bytes_diff", "count", "count_diff", "frames"}]}`.
+pub fn json_diff(rows: &[SiteDiff]) -> String {
+    let mut w = JsonWriter::new();
+    w.begin_object().key("diffs").begin_array();
+    for r in rows {
+        w.begin_object()
+            .key("bytes")
+            .uint(r.bytes)
+            .key("bytes_diff")
+            .int(r.bytes_diff)
+            .key("count")
+            .uint(r.count)
+            .key("count_diff")
+            .int(r.count_diff);
+        frames(&mut w, &r.frames);
+        w.end_object();
+    }
+    w.end_array().end_object();
+    let mut out = w.finish();
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::replay::Peak;
+
+    #[test]
+    fn summary_shape() {
+        let info = RunInfo {
+            argv: vec!["a\"b.py".into()],
+            pid: Some(42),
+            ..RunInfo::default()
+        };
+        let r = ReplayResult {
+            peak: Peak {
+                bytes: 10,
+                blocks: 1,
+                time_ns: 5,
+                event_index: 0,
+            },
+            events: 1,
+            ..ReplayResult::default()
+        };
+        let top = [Site {
+            frames: vec![Frame {
+                filename: "a.py".into(),
+                function: "f".into(),
+                line: 3,
+            }],
+            bytes: 10,
+            count: 1,
+        }];
+        let json = json_summary(&info, &r, &top, &[]);
+        assert_eq!(
+            json,
+            concat!(
+                r#"{"run":{"source":null,"argv":["a\"b.py"],"command":null,"python":null,"#,
+                r#""platform":null,"pid":42,"tool_version":null,"start_time_ns":null,"#,
+                r#""exit":null,"cut_short":false},"duration_ns":0,"events":1,"#,
+                r#""totals":{"allocs":0,"frees":0,"bytes_allocated":0,"bytes_freed":0,"#,
+                r#""unknown_frees":0,"replaced":0,"untracked":0},"#,
+                r#""peak":{"bytes":10,"blocks":1,"time_ns":5,"event_index":0},"#,
+                r#""end":{"bytes":0,"blocks":0},"dropped":0,"markers":[],"#,
+                r#""top":[{"bytes":10,"count":1,"frames":[{"filename":"a.py","function":"f","line":3}]}],"#,
+                r#""leaks":[]}"#,
+                "\n"
+            )
+        );
+        assert_eq!(
+            json_diff(&[SiteDiff {
+                frames: vec![],
+                bytes: 0,
+                bytes_diff: -4,
+                count: 0,
+                count_diff: -1
+            }]),
+            "{\"diffs\":[{\"bytes\":0,\"bytes_diff\":-4,\"count\":0,\"count_diff\":-1,\"frames\":[]}]}\n"
+        );
+        assert_eq!(json_sites(&[], 0), "{\"total_bytes\":0,\"sites\":[]}\n");
+    }
+}

@@ -1,0 +1,519 @@
+//! One streaming pass over the events: the live set, totals, the peak and what was live
+//! at it, what was still live at the end, memory over time, markers.
+//!
+//! The peak is exact. Live bytes only fall on a free (or an allocation over a live
+//! address), so the highest value is the one just before such an event: there, if live
+//! bytes beat the best peak so far (strictly, so the first of equal peaks wins), the
+//! per-stack totals are saved (see [`LiveByStack`]).
+
+use super::live_by_stack::{LiveByStack, StackTotal};
+use super::live_set::LiveSet;
+use super::record::Record;
+use super::series::{MemorySeries, SeriesPoint, DEFAULT_MAX_POINTS};
+
+/// A moment of the recording to take the live set at (for diffs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Moment {
+    /// After every event stamped at or before this many ns since the start (the end,
+    /// if the recording is shorter).
+    Time(u64),
+    /// Where the first marker with this label was set.
+    Marker(String),
+}
+
+/// What to compute besides the defaults.
+#[derive(Clone, Debug)]
+pub struct ReplayOptions {
+    /// Moments to take the live set at, by stack.
+    pub moments: Vec<Moment>,
+    /// Most points in the memory-over-time series.
+    pub max_series_points: usize,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        Self {
+            moments: Vec::new(),
+            max_series_points: DEFAULT_MAX_POINTS,
+        }
+    }
+}
+
+/// Event counts and byte sums.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Allocation events.
+    pub allocs: u64,
+    /// Free events (known block or not).
+    pub frees: u64,
+    /// Sum of the sizes of every allocation.
+    pub bytes_allocated: u64,
+    /// Sum of the sizes of the blocks freed.
+    pub bytes_freed: u64,
+    /// Frees of an address that was not live (allocated before tracing began, or its
+    /// allocation was dropped): counted, otherwise ignored.
+    pub unknown_frees: u64,
+    /// Allocations at an address that was still live: the old block counts as freed.
+    pub replaced: u64,
+    /// Allocations that could not be tracked (address 0, or out of memory).
+    pub untracked: u64,
+}
+
+/// The highest live bytes and when they were reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Peak {
+    /// Live bytes at the peak.
+    pub bytes: u64,
+    /// Live blocks at the peak.
+    pub blocks: u64,
+    /// Time of the event that reached it, ns since the start.
+    pub time_ns: u64,
+    /// Index (from 0, over allocations and frees) of the event that reached it.
+    pub event_index: u64,
+}
+
+/// A marker and where it fell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MarkerAt {
+    /// The user's label.
+    pub label: String,
+    /// Time, ns since the start.
+    pub time_ns: u64,
+    /// Events before it.
+    pub event_index: u64,
+}
+
+/// Everything one pass found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplayResult {
+    /// Event counts and byte sums.
+    pub totals: Totals,
+    /// Allocation and free events.
+    pub events: u64,
+    /// The peak.
+    pub peak: Peak,
+    /// Live bytes at the end of the recording.
+    pub end_bytes: u64,
+    /// Live blocks at the end of the recording.
+    pub end_blocks: u64,
+    /// The last time stamp, ns since the start.
+    pub duration_ns: u64,
+    /// Memory over time, each point the highest value of its stretch of time.
+    pub series: Vec<SeriesPoint>,
+    /// Markers in recording order.
+    pub markers: Vec<MarkerAt>,
+    /// Events the recorder dropped.
+    pub dropped: u64,
+    /// The live set at the peak, by stack id.
+    pub live_at_peak: Vec<StackTotal>,
+    /// The live set at the end (never freed: leaks), by stack id.
+    pub live_at_end: Vec<StackTotal>,
+    /// The live set at each requested moment, in request order; `None` for a marker
+    /// that never appeared.
+    pub moments: Vec<Option<Vec<StackTotal>>>,
+}
+
+/// The streaming pass: [`feed`](Replay::feed) every record, then
+/// [`finish`](Replay::finish).
+#[derive(Debug)]
+pub struct Replay {
+    live: LiveSet,
+    by_stack: LiveByStack,
+    current: u64,
+    blocks: u64,
+    time_ns: u64,
+    duration_ns: u64,
+    events: u64,
+    totals: Totals,
+    peak: Peak,
+    /// When live bytes last went up: the peak's time if they fall next.
+    rise: (u64, u64),
+    series: MemorySeries,
+    markers: Vec<MarkerAt>,
+    dropped: u64,
+    moments: Vec<(Moment, Option<Vec<StackTotal>>)>,
+    pending_time_moments: usize,
+}
+
+impl Default for Replay {
+    fn default() -> Self {
+        Self::new(ReplayOptions::default())
+    }
+}
+
+impl Replay {
+    /// A pass computing `options` besides the defaults.
+    pub fn new(options: ReplayOptions) -> Self {
+        let pending_time_moments = options
+            .moments
+            .iter()
+            .filter(|m| matches!(m, Moment::Time(_)))
+            .count();
+        Self {
+            live: LiveSet::default(),
+            by_stack: LiveByStack::default(),
+            current: 0,
+            blocks: 0,
+            time_ns: 0,
+            duration_ns: 0,
+            events: 0,
+            totals: Totals::default(),
+            peak: Peak::default(),
+            rise: (0, 0),
+            series: MemorySeries::new(options.max_series_points),
+            markers: Vec::new(),
+            dropped: 0,
+            moments: options.moments.into_iter().map(|m| (m, None)).collect(),
+            pending_time_moments,
+        }
+    }
+
+    /// Takes in one record.
+    #[inline]
+    pub fn feed(&mut self, record: &Record<'_>) {
+        match *record {
+            Record::Alloc {
+                domain,
+                addr,
+                size,
+                stack,
+            } => self.alloc(domain, addr, size, stack),
+            Record::Free { domain, addr } => self.free(domain, addr),
+            Record::Time { ns } => self.time(ns),
+            Record::Marker { label } => self.marker(label),
+            Record::Dropped { count } => self.dropped = self.dropped.saturating_add(count),
+            Record::String { .. } | Record::Frame { .. } | Record::Stack { .. } => {}
+        }
+    }
+
+    /// Live bytes right now.
+    pub fn current_bytes(&self) -> u64 {
+        self.current
+    }
+
+    /// Saves the live set if live bytes are about to fall from a new best.
+    #[inline]
+    fn before_fall(&mut self) {
+        if self.current > self.peak.bytes {
+            self.peak = Peak {
+                bytes: self.current,
+                blocks: self.blocks,
+                time_ns: self.rise.0,
+                event_index: self.rise.1,
+            };
+            self.by_stack.save();
+        }
+    }
+
+    #[inline]
+    fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
+        let index = self.events;
+        self.events += 1;
+        self.totals.allocs += 1;
+        self.totals.bytes_allocated = self.totals.bytes_allocated.saturating_add(size);
+        let slot = self.by_stack.slot(stack);
+        let before = self.current;
+        match self.live.insert(domain, addr, (size, slot)) {
+            Ok(replaced) => {
+                if let Some((old_size, old_slot)) = replaced {
+                    self.before_fall();
+                    self.totals.replaced += 1;
+                    self.totals.bytes_freed = self.totals.bytes_freed.saturating_add(old_size);
+                    self.current -= old_size;
+                    self.blocks -= 1;
+                    self.by_stack.sub(old_slot, old_size);
+                }
+                self.current += size;
+                self.blocks += 1;
+                self.by_stack.add(slot, size);
+            }
+            Err(_) => self.totals.untracked += 1,
+        }
+        if self.current > before {
+            self.rise = (self.time_ns, index);
+        }
+        self.series.push(self.time_ns, self.current, index);
+    }
+
+    #[inline]
+    fn free(&mut self, domain: Option<u32>, addr: u64) {
+        let index = self.events;
+        self.events += 1;
+        self.totals.frees += 1;
+        match self.live.remove(domain, addr) {
+            Some((size, slot)) => {
+                self.before_fall();
+                self.totals.bytes_freed = self.totals.bytes_freed.saturating_add(size);
+                self.current -= size;
+                self.blocks -= 1;
+                self.by_stack.sub(slot, size);
+            }
+            None => self.totals.unknown_frees += 1,
+        }
+        self.series.push(self.time_ns, self.current, index);
+    }
+
+    fn time(&mut self, ns: u64) {
+        if self.pending_time_moments > 0 {
+            let mut taken = 0;
+            for (m, table) in &mut self.moments {
+                if let (Moment::Time(t), None) = (&*m, &*table) {
+                    if ns > *t {
+                        *table = Some(self.by_stack.live_table());
+                        taken += 1;
+                    }
+                }
+            }
+            self.pending_time_moments -= taken;
+        }
+        self.time_ns = ns;
+        self.duration_ns = self.duration_ns.max(ns);
+    }
+
+    fn marker(&mut self, label: &str) {
+        for (m, table) in &mut self.moments {
+            if let (Moment::Marker(l), None) = (&*m, &*table) {
+                if l == label {
+                    *table = Some(self.by_stack.live_table());
+                }
+            }
+        }
+        self.markers.push(MarkerAt {
+            label: label.to_owned(),
+            time_ns: self.time_ns,
+            event_index: self.events,
+        });
+    }
+
+    /// Ends the pass.
+    pub fn finish(mut self) -> ReplayResult {
+        self.before_fall();
+        let live_at_end = self.by_stack.live_table();
+        let moments = self
+            .moments
+            .into_iter()
+            .map(|(m, table)| match m {
+                Moment::Time(_) => Some(table.unwrap_or_else(|| live_at_end.clone())),
+                Moment::Marker(_) => table,
+            })
+            .collect();
+        ReplayResult {
+            totals: self.totals,
+            events: self.events,
+            peak: self.peak,
+            end_bytes: self.current,
+            end_blocks: self.blocks,
+            duration_ns: self.duration_ns,
+            series: self.series.points(),
+            markers: self.markers,
+            dropped: self.dropped,
+            live_at_peak: self.by_stack.saved_table(),
+            live_at_end,
+            moments,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alloc(addr: u64, size: u64, stack: u32) -> Record<'static> {
+        Record::Alloc {
+            domain: 0,
+            addr,
+            size,
+            stack,
+        }
+    }
+
+    fn free(addr: u64) -> Record<'static> {
+        Record::Free { domain: None, addr }
+    }
+
+    fn run(options: ReplayOptions, records: &[Record<'_>]) -> ReplayResult {
+        let mut r = Replay::new(options);
+        for rec in records {
+            r.feed(rec);
+        }
+        r.finish()
+    }
+
+    fn st(stack: u32, bytes: u64, count: u64) -> StackTotal {
+        StackTotal {
+            stack,
+            bytes,
+            count,
+        }
+    }
+
+    #[test]
+    fn peak_in_the_middle_then_frees() {
+        let r = run(
+            ReplayOptions::default(),
+            &[
+                Record::Time { ns: 10 },
+                alloc(0x1000, 100, 1),
+                alloc(0x2000, 50, 2),
+                Record::Time { ns: 20 },
+                alloc(0x3000, 30, 1), // peak: 180 at event 2, t=20
+                Record::Time { ns: 30 },
+                free(0x1000),
+                free(0x2000),
+                alloc(0x4000, 60, 3), // 90
+                Record::Time { ns: 40 },
+            ],
+        );
+        assert_eq!(
+            r.peak,
+            Peak {
+                bytes: 180,
+                blocks: 3,
+                time_ns: 20,
+                event_index: 2
+            }
+        );
+        assert_eq!(r.live_at_peak, vec![st(1, 130, 2), st(2, 50, 1)]);
+        assert_eq!(r.live_at_end, vec![st(1, 30, 1), st(3, 60, 1)]);
+        assert_eq!((r.end_bytes, r.end_blocks), (90, 2));
+        assert_eq!(r.duration_ns, 40);
+        assert_eq!(r.events, 6);
+        assert_eq!(
+            r.totals,
+            Totals {
+                allocs: 4,
+                frees: 2,
+                bytes_allocated: 240,
+                bytes_freed: 150,
+                ..Totals::default()
+            }
+        );
+        assert_eq!(r.series.iter().map(|p| p.bytes).max(), Some(180));
+    }
+
+    #[test]
+    fn equal_peaks_report_the_first() {
+        let r = run(
+            ReplayOptions::default(),
+            &[
+                alloc(0x10, 100, 1),
+                Record::Time { ns: 5 },
+                free(0x10),
+                alloc(0x20, 60, 2),
+                alloc(0x30, 40, 3), // 100 again, event 3
+                free(0x20),
+            ],
+        );
+        assert_eq!(
+            (r.peak.bytes, r.peak.time_ns, r.peak.event_index),
+            (100, 0, 0)
+        );
+        assert_eq!(r.live_at_peak, vec![st(1, 100, 1)]);
+    }
+
+    #[test]
+    fn peak_at_the_end_is_the_end() {
+        let r = run(
+            ReplayOptions::default(),
+            &[
+                alloc(0x10, 1, 1),
+                free(0x10),
+                alloc(0x20, 5, 2),
+                alloc(0x30, 5, 2),
+            ],
+        );
+        assert_eq!((r.peak.bytes, r.peak.event_index), (10, 3));
+        assert_eq!(r.live_at_peak, r.live_at_end);
+        assert_eq!(r.live_at_peak, vec![st(2, 10, 2)]);
+    }
+
+    #[test]
+    fn unknown_frees_are_counted_and_harmless() {
+        let r = run(
+            ReplayOptions::default(),
+            &[
+                free(0xdead),
+                alloc(0x10, 8, 1),
+                Record::Free {
+                    domain: Some(7),
+                    addr: 0x10,
+                },
+                free(0x10),
+                free(0x10),
+            ],
+        );
+        assert_eq!(r.totals.unknown_frees, 3);
+        assert_eq!((r.end_bytes, r.peak.bytes), (0, 8));
+        assert!(r.live_at_end.is_empty());
+    }
+
+    #[test]
+    fn domains_and_replaced_addresses() {
+        let r = run(
+            ReplayOptions::default(),
+            &[
+                Record::Alloc {
+                    domain: 389047,
+                    addr: 0x100,
+                    size: 1000,
+                    stack: 4,
+                },
+                alloc(0x100, 10, 5),
+                free(0x100), // domain 0 first
+                alloc(0x200, 20, 5),
+                alloc(0x200, 5, 6), // replaces a live block: a fall from 1020
+                free(0x100),        // then any other domain
+                Record::Dropped { count: 3 },
+                Record::Dropped { count: 2 },
+            ],
+        );
+        assert_eq!(r.peak.bytes, 1020);
+        assert_eq!(r.live_at_peak, vec![st(4, 1000, 1), st(5, 20, 1)]);
+        assert_eq!(r.live_at_end, vec![st(6, 5, 1)]);
+        assert_eq!((r.totals.replaced, r.totals.unknown_frees), (1, 0));
+        assert_eq!(r.dropped, 5);
+    }
+
+    #[test]
+    fn markers_and_moments() {
+        let r = run(
+            ReplayOptions {
+                moments: vec![
+                    Moment::Marker("after-load".into()),
+                    Moment::Time(15),
+                    Moment::Marker("never".into()),
+                    Moment::Time(1_000),
+                ],
+                ..ReplayOptions::default()
+            },
+            &[
+                Record::Time { ns: 10 },
+                alloc(0x10, 100, 1),
+                Record::Marker {
+                    label: "after-load",
+                },
+                alloc(0x20, 7, 2),
+                Record::Time { ns: 20 },
+                free(0x10),
+            ],
+        );
+        assert_eq!(
+            r.markers,
+            vec![MarkerAt {
+                label: "after-load".into(),
+                time_ns: 10,
+                event_index: 1
+            }]
+        );
+        assert_eq!(r.moments[0], Some(vec![st(1, 100, 1)]));
+        assert_eq!(r.moments[1], Some(vec![st(1, 100, 1), st(2, 7, 1)]));
+        assert_eq!(r.moments[2], None);
+        assert_eq!(r.moments[3], Some(vec![st(2, 7, 1)]));
+    }
+
+    #[test]
+    fn nothing_recorded() {
+        let r = run(ReplayOptions::default(), &[]);
+        assert_eq!(r, ReplayResult::default());
+    }
+}

@@ -1,0 +1,34 @@
+//! What a report says about the run itself (from the capture's header and trailer).
+
+/// The recorded run. Every field is optional: a report shows what it is given.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunInfo {
+    /// The capture file the report was made from.
+    pub source: Option<String>,
+    /// The program's command line.
+    pub argv: Vec<String>,
+    /// How the program was run: "script", "-m", "-c".
+    pub command: Option<String>,
+    /// Python version, e.g. "3.11.7".
+    pub python: Option<String>,
+    /// Platform string.
+    pub platform: Option<String>,
+    /// Process id.
+    pub pid: Option<u64>,
+    /// memtape version that recorded.
+    pub tool_version: Option<String>,
+    /// Start of the recording, Unix epoch ns.
+    pub start_time_ns: Option<u64>,
+    /// How the program ended: "normal", "exception", "signal" (from the trailer).
+    pub exit: Option<String>,
+    /// The capture has no trailer: the program was killed or the disk filled up, and the
+    /// report covers everything up to the last complete block.
+    pub cut_short: bool,
+}
+
+impl RunInfo {
+    /// The command line as one string, or `None` when unknown.
+    pub fn command_line(&self) -> Option<String> {
+        (!self.argv.is_empty()).then(|| self.argv.join(" "))
+    }
+}

@@ -1,0 +1,261 @@
+//! The string, frame and stack tables of a capture, and the frames of a stack.
+//!
+//! Records may define a stack after the allocations that use it, so the tables are only
+//! read once the whole capture has been fed. A stack that is never defined (the process
+//! died before its frames were resolved) reads as one `<unresolved>` frame.
+
+use rustc_hash::FxHashMap;
+
+use super::record::Record;
+
+/// The name shown for what the capture never resolved.
+pub const UNRESOLVED: &str = "<unresolved>";
+
+/// String id of [`UNRESOLVED`] (never a capture id: those are dense from 1).
+const UNRESOLVED_ID: u32 = u32::MAX;
+/// String id of the empty string (the function of a per-file group).
+const EMPTY_ID: u32 = u32::MAX - 1;
+
+/// A frame by string ids: cheap to hash and compare while grouping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FrameKey {
+    /// String id of the file name.
+    pub filename: u32,
+    /// String id of the function name.
+    pub function: u32,
+    /// Line number (0: unknown, or a per-file group).
+    pub line: u32,
+}
+
+impl FrameKey {
+    /// The frame of a stack the capture never resolved.
+    pub const UNRESOLVED: FrameKey = FrameKey {
+        filename: UNRESOLVED_ID,
+        function: UNRESOLVED_ID,
+        line: 0,
+    };
+
+    /// This frame's file alone: no function, line 0 (a per-file group).
+    pub fn file_only(self) -> FrameKey {
+        FrameKey {
+            filename: self.filename,
+            function: EMPTY_ID,
+            line: 0,
+        }
+    }
+}
+
+/// A resolved frame, borrowing its names from [`Symbols`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FrameRef<'s> {
+    /// File name.
+    pub filename: &'s str,
+    /// Function name.
+    pub function: &'s str,
+    /// Line number.
+    pub line: u32,
+}
+
+/// Strings, frames and stacks, from the records that define them.
+#[derive(Debug, Default)]
+pub struct Symbols {
+    strings: FxHashMap<u32, Box<str>>,
+    frames: FxHashMap<u32, FrameKey>,
+    /// Stack id -> (parent stack id, frame id).
+    stacks: FxHashMap<u32, (u32, u32)>,
+}
+
+impl Symbols {
+    /// Empty tables.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes in a record; only strings, frames and stacks matter here.
+    #[inline]
+    pub fn feed(&mut self, record: &Record<'_>) {
+        match *record {
+            Record::String { id, value } => {
+                self.strings.insert(id, value.into());
+            }
+            Record::Frame {
+                id,
+                filename,
+                name,
+                line,
+            } => {
+                self.frames.insert(
+                    id,
+                    FrameKey {
+                        filename,
+                        function: name,
+                        line,
+                    },
+                );
+            }
+            Record::Stack { id, parent, frame } => {
+                self.stacks.insert(id, (parent, frame));
+            }
+            _ => {}
+        }
+    }
+
+    /// Number of stacks defined.
+    pub fn stack_count(&self) -> usize {
+        self.stacks.len()
+    }
+
+    /// The string with id `id`; [`UNRESOLVED`] when the capture never defined it.
+    pub fn name(&self, id: u32) -> &str {
+        match id {
+            EMPTY_ID => "",
+            _ => self.strings.get(&id).map_or(UNRESOLVED, |s| s),
+        }
+    }
+
+    /// The frame with id `id`; unresolved when the capture never defined it.
+    fn frame_key(&self, id: u32) -> FrameKey {
+        self.frames
+            .get(&id)
+            .copied()
+            .unwrap_or(FrameKey::UNRESOLVED)
+    }
+
+    /// Appends the frames of `stack` to `out`, innermost first. Stack 0 has none; an
+    /// undefined stack (or parent) ends the walk with one unresolved frame.
+    pub fn frame_keys_into(&self, stack: u32, out: &mut Vec<FrameKey>) {
+        let mut id = stack;
+        // A walk through distinct defined stacks visits at most that many: a longer one
+        // is a cycle in a damaged capture, cut short like an undefined parent.
+        let mut budget = self.stacks.len();
+        while id != 0 {
+            match self.stacks.get(&id) {
+                Some(&(parent, frame)) if budget > 0 => {
+                    budget -= 1;
+                    out.push(self.frame_key(frame));
+                    id = parent;
+                }
+                _ => {
+                    out.push(FrameKey::UNRESOLVED);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The frames of `stack`, innermost first, as keys.
+    pub fn frame_keys(&self, stack: u32) -> Vec<FrameKey> {
+        let mut out = Vec::new();
+        self.frame_keys_into(stack, &mut out);
+        out
+    }
+
+    /// A frame key with its names.
+    pub fn resolve(&self, key: FrameKey) -> FrameRef<'_> {
+        FrameRef {
+            filename: self.name(key.filename),
+            function: self.name(key.function),
+            line: key.line,
+        }
+    }
+
+    /// The frames of `stack`, innermost first: `(filename, function, line)`.
+    pub fn frames_of(&self, stack: u32) -> Vec<FrameRef<'_>> {
+        self.frame_keys(stack)
+            .into_iter()
+            .map(|k| self.resolve(k))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(s: &mut Symbols, records: &[Record<'_>]) {
+        for r in records {
+            s.feed(r);
+        }
+    }
+
+    fn triples(s: &Symbols, stack: u32) -> Vec<(&str, &str, u32)> {
+        s.frames_of(stack)
+            .into_iter()
+            .map(|f| (f.filename, f.function, f.line))
+            .collect()
+    }
+
+    #[test]
+    fn frames_are_innermost_first_and_stacks_may_come_late() {
+        let mut s = Symbols::new();
+        feed(
+            &mut s,
+            &[
+                Record::Stack {
+                    id: 7,
+                    parent: 3,
+                    frame: 2,
+                },
+                Record::String {
+                    id: 1,
+                    value: "a.py",
+                },
+                Record::String { id: 2, value: "f" },
+                Record::String { id: 3, value: "g" },
+                Record::Frame {
+                    id: 1,
+                    filename: 1,
+                    name: 2,
+                    line: 10,
+                },
+                Record::Frame {
+                    id: 2,
+                    filename: 1,
+                    name: 3,
+                    line: 20,
+                },
+                Record::Stack {
+                    id: 3,
+                    parent: 0,
+                    frame: 1,
+                },
+            ],
+        );
+        assert_eq!(triples(&s, 7), vec![("a.py", "g", 20), ("a.py", "f", 10)]);
+        assert_eq!(triples(&s, 3), vec![("a.py", "f", 10)]);
+        assert!(triples(&s, 0).is_empty());
+    }
+
+    #[test]
+    fn unresolved_stacks_frames_and_cycles() {
+        let mut s = Symbols::new();
+        feed(
+            &mut s,
+            &[
+                Record::Stack {
+                    id: 5,
+                    parent: 99,
+                    frame: 42,
+                },
+                Record::Stack {
+                    id: 8,
+                    parent: 9,
+                    frame: 42,
+                },
+                Record::Stack {
+                    id: 9,
+                    parent: 8,
+                    frame: 42,
+                },
+            ],
+        );
+        let u = (UNRESOLVED, UNRESOLVED, 0);
+        assert_eq!(triples(&s, 1234), vec![u]);
+        // Frame 42 is undefined and so is parent 99.
+        assert_eq!(triples(&s, 5), vec![u, u]);
+        // A cycle ends instead of looping.
+        let cycle = triples(&s, 8);
+        assert_eq!(cycle.len(), 4);
+        assert_eq!(cycle[3], u);
+    }
+}

@@ -1,0 +1,361 @@
+//! Plain-text tables for the terminal (`memtape stats`, `top`, `diff`).
+
+use std::fmt::Write as _;
+
+use super::diff::SiteDiff;
+use super::flamegraph::NO_PYTHON_FRAME;
+use super::replay::ReplayResult;
+use super::run_info::RunInfo;
+use super::sites::{Frame, Site};
+use super::units::{grouped, human_duration, human_size, human_size_diff, percent, signed_count};
+
+/// `s` with control characters (a terminal escape in a file name) written as escapes.
+fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(char::is_control) {
+        s.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect::<String>()
+            .into()
+    } else {
+        s.into()
+    }
+}
+
+/// `file:line in function` (`file` alone for a per-file group); control characters in
+/// names are escaped.
+pub fn frame_location(f: &Frame) -> String {
+    let file = printable(&f.filename);
+    match (f.line, f.function.is_empty()) {
+        (0, true) => file.into_owned(),
+        (_, true) => format!("{file}:{}", f.line),
+        _ => format!("{file}:{} in {}", f.line, printable(&f.function)),
+    }
+}
+
+/// The location of a site: its innermost frame.
+pub fn site_location(frames: &[Frame]) -> String {
+    frames
+        .first()
+        .map_or_else(|| NO_PYTHON_FRAME.to_owned(), frame_location)
+}
+
+/// Right-aligns the numeric columns and left-aligns the last one.
+struct Table {
+    headers: Vec<&'static str>,
+    rows: Vec<Vec<String>>,
+    /// Lines printed under a row (a traceback), indented.
+    extra: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(headers: Vec<&'static str>) -> Self {
+        Self {
+            headers,
+            rows: Vec::new(),
+            extra: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, cells: Vec<String>, extra: Vec<String>) {
+        self.rows.push(cells);
+        self.extra.push(extra);
+    }
+
+    fn render(&self, out: &mut String) {
+        let n = self.headers.len();
+        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let line = |out: &mut String, cells: &[&str]| {
+            let mut s = String::new();
+            for (i, cell) in cells.iter().enumerate() {
+                if i + 1 == n {
+                    s.push_str(cell);
+                } else {
+                    let pad = widths[i].saturating_sub(cell.chars().count());
+                    s.extend(std::iter::repeat(' ').take(pad));
+                    s.push_str(cell);
+                    s.push_str("  ");
+                }
+            }
+            out.push_str(s.trim_end());
+            out.push('\n');
+        };
+        line(out, &self.headers);
+        let indent: usize = widths[..n - 1].iter().map(|w| w + 2).sum();
+        for (row, extra) in self.rows.iter().zip(&self.extra) {
+            let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+            line(out, &cells);
+            for e in extra {
+                let _ = writeln!(out, "{:indent$}{e}", "");
+            }
+        }
+    }
+}
+
+/// Summary of a replay: duration, events, peak, what was live at the end.
+pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
+    let mut rows: Vec<(&str, String)> = Vec::new();
+    if let Some(src) = &run.source {
+        rows.push(("Capture", src.clone()));
+    }
+    if let Some(cmd) = run.command_line() {
+        rows.push(("Command line", cmd));
+    }
+    if let Some(py) = &run.python {
+        rows.push(("Python", py.clone()));
+    }
+    if let Some(pid) = run.pid {
+        rows.push(("PID", pid.to_string()));
+    }
+    let mut duration = human_duration(r.duration_ns);
+    if run.cut_short {
+        duration.push_str(" (cut short: the recording did not end cleanly)");
+    } else if let Some(exit) = &run.exit {
+        let _ = write!(duration, " (exit: {exit})");
+    }
+    rows.push(("Duration", duration));
+    for (_, v) in &mut rows {
+        if v.chars().any(char::is_control) {
+            *v = printable(v).into_owned();
+        }
+    }
+    let t = &r.totals;
+    rows.push((
+        "Allocations",
+        format!("{} ({})", grouped(t.allocs), human_size(t.bytes_allocated)),
+    ));
+    let mut frees = format!("{} ({})", grouped(t.frees), human_size(t.bytes_freed));
+    if t.unknown_frees > 0 {
+        let _ = write!(frees, ", {} of unknown blocks", grouped(t.unknown_frees));
+    }
+    rows.push(("Frees", frees));
+    rows.push((
+        "Peak memory",
+        format!(
+            "{} in {} blocks at {} (event {})",
+            human_size(r.peak.bytes),
+            grouped(r.peak.blocks),
+            human_duration(r.peak.time_ns),
+            grouped(r.peak.event_index)
+        ),
+    ));
+    rows.push((
+        "Live at end",
+        format!(
+            "{} in {} blocks",
+            human_size(r.end_bytes),
+            grouped(r.end_blocks)
+        ),
+    ));
+    if r.dropped > 0 {
+        rows.push(("Dropped events", grouped(r.dropped)));
+    }
+    if t.untracked > 0 {
+        rows.push(("Untracked allocations", grouped(t.untracked)));
+    }
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0) + 1;
+    let mut out = String::new();
+    for (k, v) in &rows {
+        let _ = writeln!(out, "{:<width$} {v}", format!("{k}:"));
+    }
+    for m in &r.markers {
+        let _ = writeln!(
+            out,
+            "{:<width$} {} at {} (event {})",
+            "Marker:",
+            printable(&m.label),
+            human_duration(m.time_ns),
+            grouped(m.event_index)
+        );
+    }
+    out
+}
+
+/// The biggest `limit` sites, with their share of `total` bytes. Sites with more than one
+/// frame (per traceback) list the callers under the row.
+pub fn top_text(sites: &[Site], total: u64, limit: usize) -> String {
+    let mut t = Table::new(vec!["#", "Size", "Share", "Count", "Location"]);
+    for (i, s) in sites.iter().take(limit).enumerate() {
+        let extra = s
+            .frames
+            .iter()
+            .skip(1)
+            .map(|f| format!("called from {}", frame_location(f)))
+            .collect();
+        t.row(
+            vec![
+                (i + 1).to_string(),
+                human_size(s.bytes),
+                percent(s.bytes, total),
+                grouped(s.count),
+                site_location(&s.frames),
+            ],
+            extra,
+        );
+    }
+    let mut out = String::new();
+    t.render(&mut out);
+    if sites.len() > limit {
+        let rest: u64 = sites[limit..].iter().map(|s| s.bytes).sum();
+        let _ = writeln!(
+            out,
+            "... and {} more sites ({})",
+            grouped((sites.len() - limit) as u64),
+            human_size(rest)
+        );
+    }
+    out
+}
+
+/// The `limit` biggest differences, then the totals.
+pub fn diff_text(rows: &[SiteDiff], limit: usize) -> String {
+    let mut t = Table::new(vec!["Size", "Diff", "Count", "Diff", "Location"]);
+    for r in rows.iter().take(limit) {
+        t.row(
+            vec![
+                human_size(r.bytes),
+                human_size_diff(r.bytes_diff),
+                grouped(r.count),
+                signed_count(r.count_diff),
+                site_location(&r.frames),
+            ],
+            Vec::new(),
+        );
+    }
+    let mut out = String::new();
+    t.render(&mut out);
+    let bytes: u64 = rows.iter().map(|r| r.bytes).sum();
+    let diff: i64 = rows
+        .iter()
+        .map(|r| r.bytes_diff)
+        .fold(0i64, i64::saturating_add);
+    if rows.len() > limit {
+        let _ = writeln!(
+            out,
+            "... and {} more sites",
+            grouped((rows.len() - limit) as u64)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Total: {} ({})",
+        human_size(bytes),
+        human_size_diff(diff)
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::replay::{MarkerAt, Peak, Totals};
+
+    fn frame(file: &str, function: &str, line: u32) -> Frame {
+        Frame {
+            filename: file.into(),
+            function: function.into(),
+            line,
+        }
+    }
+
+    #[test]
+    fn top_table_is_aligned() {
+        let sites = vec![
+            Site {
+                frames: vec![frame("app.py", "load", 12), frame("app.py", "<module>", 3)],
+                bytes: 12_897_485,
+                count: 1234,
+            },
+            Site {
+                frames: vec![],
+                bytes: 512,
+                count: 1,
+            },
+            Site {
+                frames: vec![frame("b.py", "", 0)],
+                bytes: 5,
+                count: 1,
+            },
+        ];
+        let text = top_text(&sites, 12_897_485 + 517, 2);
+        assert_eq!(
+            text,
+            concat!(
+                "#      Size   Share  Count  Location\n",
+                "1  12.3 MiB  100.0%  1,234  app.py:12 in load\n",
+                "                            called from app.py:3 in <module>\n",
+                "2     512 B    0.0%      1  [no Python frame]\n",
+                "... and 1 more sites (5 B)\n",
+            )
+        );
+    }
+
+    #[test]
+    fn diff_table_signs_and_totals() {
+        let rows = vec![SiteDiff {
+            frames: vec![frame("a.py", "f", 1)],
+            bytes: 2048,
+            bytes_diff: -1024,
+            count: 2,
+            count_diff: -1,
+        }];
+        assert_eq!(
+            diff_text(&rows, 10),
+            concat!(
+                "   Size      Diff  Count  Diff  Location\n",
+                "2.0 KiB  -1.0 KiB      2    -1  a.py:1 in f\n",
+                "Total: 2.0 KiB (-1.0 KiB)\n",
+            )
+        );
+    }
+
+    #[test]
+    fn stats_mention_cut_short_and_markers() {
+        let run = RunInfo {
+            argv: vec!["app.py".into(), "--fast".into()],
+            cut_short: true,
+            ..RunInfo::default()
+        };
+        let r = ReplayResult {
+            totals: Totals {
+                allocs: 3,
+                frees: 1,
+                bytes_allocated: 3000,
+                bytes_freed: 1000,
+                unknown_frees: 1,
+                ..Totals::default()
+            },
+            peak: Peak {
+                bytes: 2048,
+                blocks: 2,
+                time_ns: 1_500_000_000,
+                event_index: 2,
+            },
+            duration_ns: 2_000_000_000,
+            markers: vec![MarkerAt {
+                label: "loaded".into(),
+                time_ns: 1_000_000,
+                event_index: 1,
+            }],
+            ..ReplayResult::default()
+        };
+        let text = stats_text(&run, &r);
+        assert!(text.contains("Command line: app.py --fast\n"), "{text}");
+        assert!(text.contains("Duration:     2.000 s (cut short"), "{text}");
+        assert!(text.contains("Peak memory:  2.0 KiB in 2 blocks at 1.500 s (event 2)"));
+        assert!(text.contains("1 of unknown blocks"));
+        assert!(text.contains("Marker:       loaded at 1.0 ms (event 1)"));
+        let f = frame("evil\u{1b}[2J.py", "f\n", 3);
+        assert_eq!(frame_location(&f), "evil\\u{1b}[2J.py:3 in f\\n");
+    }
+}

@@ -43,11 +43,6 @@ impl AddressTable {
         self.len
     }
 
-    /// True when there are no blocks.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Bytes held by the table itself.
     pub(crate) fn memory_bytes(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<LiveEntry>()

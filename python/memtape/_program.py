@@ -7,7 +7,7 @@ import os
 import runpy
 import sys
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Kind = Literal["script", "module", "code"]
 
@@ -50,16 +50,21 @@ def split_program(argv: list[str], i: int) -> Program | None:
     return Program("script", arg, tuple(argv[i + 1 :]))
 
 
-def run(program: Program) -> None:
+def run(program: Program, keep: list[dict[str, Any]] | None = None) -> None:
     """Runs the program in this interpreter. Its exceptions (SystemExit included)
-    propagate to the caller unchanged."""
+    propagate to the caller unchanged. When ``keep`` is given, the program's module
+    globals are appended to it, so that what they hold stays alive (as it does in
+    ``python`` until the interpreter exits) for as long as the caller keeps the list."""
     sys.argv = program.argv
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    if keep is not None:
+        keep.append(namespace)
     if program.kind == "module":
-        runpy.run_module(program.target, run_name="__main__", alter_sys=True)
+        namespace.update(runpy.run_module(program.target, run_name="__main__", alter_sys=True))
     elif program.kind == "code":
         sys.path[0] = ""
         # Running the user's -c code is the point, as `python -c` does.
-        exec(compile(program.target, "<string>", "exec"), {"__name__": "__main__"})  # noqa: S102
+        exec(compile(program.target, "<string>", "exec"), namespace)  # noqa: S102
     else:
         sys.path[0] = os.path.dirname(os.path.abspath(program.target))
-        runpy.run_path(program.target, run_name="__main__")
+        namespace.update(runpy.run_path(program.target, run_name="__main__"))

@@ -155,6 +155,9 @@ pub(crate) fn record_free(
     let Some(old) = rec.live.remove(domain, block as u64) else {
         return;
     };
+    if let Some(sink) = rec.capture.as_mut() {
+        sink.free(domain, old.addr, old.size);
+    }
     if let Some(at) = &at {
         let stack = walked.map_or(EMPTY_STACK, |w| w.intern(rec));
         rec.push_heap_event(Action::Free, old.addr, old.size, stack, at);

@@ -18,6 +18,7 @@ mod object_block;
 mod op_context;
 mod recorder;
 mod ref_tracer;
+mod report_api;
 mod spin_lock;
 mod thread_id;
 mod thread_state;
@@ -73,5 +74,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_handler, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_handler::uninstall_numpy_handler, m)?)?;
     m.add("NUMPY_DOMAIN", numpy_handler::NUMPY_DOMAIN)?;
+    m.add_class::<report_api::PyCapture>()?;
+    m.add_function(wrap_pyfunction!(report_api::analyze_capture, m)?)?;
+    m.add(
+        "CaptureFileError",
+        py.get_type::<report_api::CaptureFileError>(),
+    )?;
     Ok(())
 }

@@ -139,8 +139,11 @@ def main(argv: list[str]) -> int:
         return 2
     exit_kind, code = "normal", 0
     failure: BaseException | None = None
+    # The program's globals stay alive until the capture ends, as in `python`, so that
+    # what they hold counts as live at the end (not freed by memtape's own shutdown).
+    globals_kept: list[dict[str, object]] = []
     try:
-        run(opts.program)
+        run(opts.program, globals_kept)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):
@@ -156,6 +159,7 @@ def main(argv: list[str]) -> int:
     except OSError as exc:  # disk full, file removed: the program's outcome stands
         print(f"memtape run: {exc}", file=sys.stderr)
         events, size = 0, 0
+    globals_kept.clear()
     if failure is not None:
         traceback.print_exception(
             type(failure), failure, _strip_our_frames(failure.__traceback__), file=sys.stderr

@@ -1,0 +1,553 @@
+//! Reading capture files from Python: `memtape stats/top/diff/flamegraph/report/export`.
+//!
+//! `analyze_capture` streams a file once (without the GIL) into a [`PyCapture`]; the
+//! renderers are its methods. Exports that need single blocks (a tracemalloc snapshot,
+//! the memory_viz trace) read the file a second time.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memtape_core::capture::{CaptureError, CaptureReader, ReadSummary, Record};
+use memtape_core::report::{
+    compare, diff_text, flamegraph_html, folded, group_sites, html_report, json_diff, json_sites,
+    json_summary, stats_text, top_text, total_bytes, Analysis, HtmlReportOptions, Moment,
+    ReplayOptions, ReplayResult, RunInfo, Site, StackTotal, Symbols,
+};
+use memtape_core::{
+    Action, Event, EventRing, GroupBy, LiveEntry, LiveTable, MemorySnapshot, ResolvedFrame,
+    TorchSnapshotWriter, HOST_DEVICE,
+};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+use rustc_hash::FxHashMap;
+
+use crate::numpy_handler::NUMPY_DOMAIN;
+
+create_exception!(
+    _native,
+    CaptureFileError,
+    PyValueError,
+    "A capture file that is truncated in its header, corrupt, or not a capture."
+);
+
+/// Counts the bytes read, for progress bars.
+struct Counting<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+fn capture_error(path: &Path, e: &CaptureError) -> PyErr {
+    CaptureFileError::new_err(format!("{}: {e}", path.display()))
+}
+
+type FileReader = CaptureReader<Counting<BufReader<File>>>;
+
+fn open(path: &Path) -> PyResult<(FileReader, Arc<AtomicU64>, u64)> {
+    let file = File::open(path)
+        .map_err(|e| PyOSError::new_err(format!("cannot open {}: {e}", path.display())))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let read = Arc::new(AtomicU64::new(0));
+    let counting = Counting {
+        inner: BufReader::with_capacity(1 << 20, file),
+        read: Arc::clone(&read),
+    };
+    let reader = CaptureReader::new(counting).map_err(|e| capture_error(path, &e))?;
+    Ok((reader, read, size))
+}
+
+/// Reads every record of `path` into `f` without the GIL, calling `progress(read, total)`
+/// (with the GIL) at most every 100 ms.
+fn stream(
+    py: Python<'_>,
+    path: &Path,
+    progress: Option<&Bound<'_, PyAny>>,
+    mut f: impl FnMut(&Record<'_>) + Send,
+) -> PyResult<(String, ReadSummary)> {
+    let (mut reader, read, size) = open(path)?;
+    let metadata = reader.metadata_json().to_owned();
+    let progress: Option<Py<PyAny>> = progress.map(|p| p.clone().unbind());
+    let mut last = Instant::now();
+    let summary = py.allow_threads(|| {
+        reader.for_each_record(|r| {
+            f(&r);
+            if progress.is_some() && last.elapsed() >= Duration::from_millis(100) {
+                last = Instant::now();
+                let done = read.load(Ordering::Relaxed);
+                if let Some(p) = &progress {
+                    Python::with_gil(|py| {
+                        // A failing progress bar must not stop the report.
+                        let _ = p.call1(py, (done, size));
+                    });
+                }
+            }
+        })
+    });
+    let summary = summary.map_err(|e| capture_error(path, &e))?;
+    Ok((metadata, summary))
+}
+
+fn parse_moment(spec: &str) -> PyResult<Moment> {
+    if let Some(label) = spec.strip_prefix("marker:") {
+        return Ok(Moment::Marker(label.to_owned()));
+    }
+    if let Some(ns) = spec.strip_prefix("time:") {
+        return ns.parse().map(Moment::Time).map_err(|_| {
+            PyValueError::new_err(format!(
+                "bad moment {spec:?}: time:NS takes whole nanoseconds"
+            ))
+        });
+    }
+    Err(PyValueError::new_err(format!(
+        "bad moment {spec:?}: expected marker:LABEL or time:NS"
+    )))
+}
+
+fn run_info(path: &Path, metadata: &str, summary: &ReadSummary) -> (RunInfo, usize) {
+    let meta: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
+    let trailer: serde_json::Value = summary
+        .trailer_json
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default();
+    let text =
+        |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+    let info = RunInfo {
+        source: Some(path.display().to_string()),
+        argv: meta
+            .get("argv")
+            .and_then(|a| a.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        command: text(&meta, "command"),
+        python: text(&meta, "python"),
+        platform: text(&meta, "platform"),
+        pid: meta.get("pid").and_then(|p| p.as_u64()),
+        tool_version: text(&meta, "tool_version"),
+        start_time_ns: meta.get("start_time_ns").and_then(|p| p.as_u64()),
+        exit: text(&trailer, "exit"),
+        cut_short: !summary.complete,
+    };
+    let nframe = meta.get("nframe").and_then(|n| n.as_u64()).unwrap_or(0) as usize;
+    (info, nframe)
+}
+
+fn parse_group_by(by: &str) -> PyResult<GroupBy> {
+    match by {
+        "lineno" => Ok(GroupBy::Lineno),
+        "filename" => Ok(GroupBy::Filename),
+        "traceback" => Ok(GroupBy::Traceback),
+        other => Err(PyValueError::new_err(format!(
+            "unknown grouping {other:?}: expected lineno, filename or traceback"
+        ))),
+    }
+}
+
+/// An analyzed capture file.
+#[pyclass(name = "Capture", module = "memtape._native", frozen)]
+pub(crate) struct PyCapture {
+    path: PathBuf,
+    info: RunInfo,
+    symbols: Symbols,
+    result: ReplayResult,
+    nframe: usize,
+    summary: ReadSummary,
+    metadata: String,
+}
+
+impl PyCapture {
+    fn table(&self, at: &str) -> PyResult<&[StackTotal]> {
+        match at {
+            "peak" => Ok(&self.result.live_at_peak),
+            "end" => Ok(&self.result.live_at_end),
+            "start" => Ok(&[]),
+            other => {
+                let index: usize = other
+                    .strip_prefix("moment:")
+                    .and_then(|i| i.parse().ok())
+                    .ok_or_else(|| PyValueError::new_err(format!("unknown moment {other:?}")))?;
+                match self.result.moments.get(index) {
+                    Some(Some(table)) => Ok(table),
+                    Some(None) => Err(PyValueError::new_err(format!(
+                        "{}: the marker was never recorded",
+                        self.path.display()
+                    ))),
+                    None => Err(PyValueError::new_err(format!(
+                        "no moment #{index} was requested"
+                    ))),
+                }
+            }
+        }
+    }
+
+    fn sites_of(&self, by: &str, at: &str, max_frames: Option<usize>) -> PyResult<Vec<Site>> {
+        let by = parse_group_by(by)?;
+        Ok(group_sites(
+            self.table(at)?,
+            &self.symbols,
+            by,
+            max_frames.unwrap_or(self.nframe),
+        ))
+    }
+
+    fn frames_of(&self, stack: u32, limit: usize) -> Vec<ResolvedFrame> {
+        self.symbols
+            .frames_of(stack)
+            .into_iter()
+            .take(if limit == 0 { usize::MAX } else { limit })
+            .map(|f| ResolvedFrame {
+                filename: f.filename.to_owned(),
+                name: f.function.to_owned(),
+                line: f.line,
+            })
+            .collect()
+    }
+}
+
+/// Streams `path` once and returns its analysis. `moments` are `marker:LABEL` or
+/// `time:NS` specs whose live sets can then be read as `moment:0`, `moment:1`, ...
+#[pyfunction]
+#[pyo3(signature = (path, *, moments=Vec::new(), progress=None))]
+pub(crate) fn analyze_capture(
+    py: Python<'_>,
+    path: PathBuf,
+    moments: Vec<String>,
+    progress: Option<&Bound<'_, PyAny>>,
+) -> PyResult<PyCapture> {
+    let options = ReplayOptions {
+        moments: moments
+            .iter()
+            .map(|m| parse_moment(m))
+            .collect::<PyResult<_>>()?,
+        ..ReplayOptions::default()
+    };
+    let mut analysis = Analysis::new(options);
+    let (metadata, summary) = stream(py, &path, progress, |r| analysis.feed(r))?;
+    let analyzed = analysis.finish();
+    let (info, nframe) = run_info(&path, &metadata, &summary);
+    Ok(PyCapture {
+        path,
+        info,
+        symbols: analyzed.symbols,
+        result: analyzed.result,
+        nframe,
+        summary,
+        metadata,
+    })
+}
+
+#[pymethods]
+impl PyCapture {
+    /// The header's metadata (JSON text).
+    #[getter]
+    fn metadata_json(&self) -> &str {
+        &self.metadata
+    }
+
+    /// True when the recording ended cleanly (its trailer is there).
+    #[getter]
+    fn complete(&self) -> bool {
+        self.summary.complete
+    }
+
+    /// Where reading stopped early (the file was cut short), or None.
+    #[getter]
+    fn cut_short_at(&self) -> Option<u64> {
+        self.summary.cut_short_at
+    }
+
+    /// `(bytes, seconds since start)` at the peak.
+    #[getter]
+    fn peak(&self) -> (u64, f64) {
+        (
+            self.result.peak.bytes,
+            self.result.peak.time_ns as f64 / 1e9,
+        )
+    }
+
+    /// Live bytes at the end.
+    #[getter]
+    fn end_bytes(&self) -> u64 {
+        self.result.end_bytes
+    }
+
+    /// Allocation and free events read.
+    #[getter]
+    fn events(&self) -> u64 {
+        self.result.events
+    }
+
+    /// Frames kept per stack when recording (0: all).
+    #[getter]
+    fn nframe(&self) -> usize {
+        self.nframe
+    }
+
+    /// Totals, the peak and when it happened, as a terminal table.
+    fn stats_text(&self) -> String {
+        stats_text(&self.info, &self.result)
+    }
+
+    /// The top sites of a live set (`peak`, `end`, `start`, `moment:N`) as a table.
+    #[pyo3(signature = (by="lineno", at="peak", limit=10, max_frames=None))]
+    fn top_text(
+        &self,
+        by: &str,
+        at: &str,
+        limit: usize,
+        max_frames: Option<usize>,
+    ) -> PyResult<String> {
+        let sites = self.sites_of(by, at, max_frames)?;
+        Ok(top_text(&sites, total_bytes(self.table(at)?), limit))
+    }
+
+    /// The top sites as `[(frames, bytes, count)]`, frames innermost first as
+    /// `(filename, function, line)`.
+    #[pyo3(signature = (by="lineno", at="peak", limit=10, max_frames=None))]
+    fn sites<'py>(
+        &self,
+        py: Python<'py>,
+        by: &str,
+        at: &str,
+        limit: usize,
+        max_frames: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for s in self.sites_of(by, at, max_frames)?.iter().take(limit) {
+            let frames = s
+                .frames
+                .iter()
+                .map(|f| (f.filename.as_str(), f.function.as_str(), f.line).into_pyobject(py))
+                .collect::<PyResult<Vec<_>>>()?;
+            out.append((PyTuple::new(py, frames)?, s.bytes, s.count))?;
+        }
+        Ok(out)
+    }
+
+    /// The top sites as JSON.
+    #[pyo3(signature = (by="lineno", at="peak", limit=10, max_frames=None))]
+    fn sites_json(
+        &self,
+        by: &str,
+        at: &str,
+        limit: usize,
+        max_frames: Option<usize>,
+    ) -> PyResult<String> {
+        let sites = self.sites_of(by, at, max_frames)?;
+        let limit = limit.min(sites.len());
+        Ok(json_sites(&sites[..limit], total_bytes(self.table(at)?)))
+    }
+
+    /// Totals, peak and top sites (at the peak and at the end) as JSON.
+    #[pyo3(signature = (limit=10))]
+    fn summary_json(&self, limit: usize) -> PyResult<String> {
+        let top = self.sites_of("lineno", "peak", None)?;
+        let leaks = self.sites_of("lineno", "end", None)?;
+        Ok(json_summary(
+            &self.info,
+            &self.result,
+            &top[..limit.min(top.len())],
+            &leaks[..limit.min(leaks.len())],
+        ))
+    }
+
+    /// What grew from `old` (another capture, or this one) to this one, tracemalloc's
+    /// compare_to semantics, as a table or JSON.
+    #[pyo3(signature = (old, by="lineno", at="end", old_at="end", limit=10, json=false))]
+    fn diff(
+        &self,
+        old: &PyCapture,
+        by: &str,
+        at: &str,
+        old_at: &str,
+        limit: usize,
+        json: bool,
+    ) -> PyResult<String> {
+        let new_sites = self.sites_of(by, at, None)?;
+        let old_sites = old.sites_of(by, old_at, None)?;
+        let rows = compare(&new_sites, &old_sites);
+        Ok(if json {
+            json_diff(&rows[..limit.min(rows.len())])
+        } else {
+            diff_text(&rows, limit)
+        })
+    }
+
+    /// Folded stacks (`outer;...;inner bytes`) of a live set.
+    #[pyo3(signature = (at="peak"))]
+    fn folded(&self, at: &str) -> PyResult<String> {
+        Ok(folded(self.table(at)?, &self.symbols))
+    }
+
+    /// A self-contained flame graph page of a live set.
+    #[pyo3(signature = (at="peak", title="memtape flame graph", subtitle=""))]
+    fn flamegraph_html(&self, at: &str, title: &str, subtitle: &str) -> PyResult<String> {
+        Ok(flamegraph_html(
+            self.table(at)?,
+            &self.symbols,
+            title,
+            subtitle,
+        ))
+    }
+
+    /// The offline HTML report.
+    #[pyo3(signature = (top=50))]
+    fn html_report(&self, top: usize) -> String {
+        let options = HtmlReportOptions {
+            top,
+            ..HtmlReportOptions::default()
+        };
+        html_report(&self.info, &self.result, &self.symbols, &options)
+    }
+
+    /// Every block live at the end as tracemalloc raw traces
+    /// `(domain, size, frames most recent first, total_nframe)` (reads the file again).
+    #[pyo3(signature = (progress=None))]
+    fn live_traces<'py>(
+        &self,
+        py: Python<'py>,
+        progress: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let mut live = LiveTable::new();
+        stream(py, &self.path, progress, |r| match *r {
+            Record::Alloc {
+                domain,
+                addr,
+                size,
+                stack,
+            } => {
+                let _ = live.insert(domain, addr, size, stack);
+            }
+            Record::Free { domain, addr } => {
+                free_in(&mut live, domain, addr);
+            }
+            _ => {}
+        })?;
+        let limit = if self.nframe == 0 {
+            usize::MAX
+        } else {
+            self.nframe
+        };
+        let mut tuples: FxHashMap<u32, (Bound<'py, PyTuple>, usize)> = FxHashMap::default();
+        let out = PyList::empty(py);
+        for e in live.iter() {
+            if let std::collections::hash_map::Entry::Vacant(slot) = tuples.entry(e.stack) {
+                let all = self.frames_of(e.stack, 0);
+                let mut frames = all
+                    .iter()
+                    .take(limit)
+                    .map(|f| (f.filename.as_str(), f.line).into_pyobject(py))
+                    .collect::<PyResult<Vec<_>>>()?;
+                if frames.is_empty() {
+                    frames.push(("<unknown>", 0u32).into_pyobject(py)?);
+                }
+                slot.insert((PyTuple::new(py, frames)?, all.len().max(1)));
+            }
+            let (frames, total) = &tuples[&e.stack];
+            out.append((e.domain, e.size, frames.clone(), *total))?;
+        }
+        Ok(out)
+    }
+
+    /// Writes the last `max_entries` events as a PyTorch memory_viz snapshot (pickle or
+    /// JSON) at `out`; returns the number of trace entries (reads the file again).
+    #[pyo3(signature = (out, max_entries=100_000, json=false, progress=None))]
+    fn export_torch(
+        &self,
+        py: Python<'_>,
+        out: PathBuf,
+        max_entries: usize,
+        json: bool,
+        progress: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
+        let start_ns = self.info.start_time_ns.unwrap_or(0);
+        let mut live = LiveTable::new();
+        let mut ring = EventRing::new(max_entries.max(1));
+        let mut now = 0u64;
+        let push = |ring: &mut EventRing, action, addr, size, stack, now: u64| {
+            ring.push(Event {
+                action,
+                addr,
+                size,
+                requested_size: size,
+                device: HOST_DEVICE,
+                stream: 0,
+                thread: 0,
+                time_ns: start_ns + now,
+                stack,
+                op: 0,
+            });
+        };
+        stream(py, &self.path, progress, |r| match *r {
+            Record::Time { ns } => now = ns,
+            Record::Alloc {
+                domain,
+                addr,
+                size,
+                stack,
+            } => {
+                let _ = live.insert(domain, addr, size, stack);
+                push(&mut ring, Action::Alloc, addr, size, stack, now);
+            }
+            Record::Free { domain, addr } => {
+                if let Some(e) = free_in(&mut live, domain, addr) {
+                    push(&mut ring, Action::Free, addr, e.size, e.stack, now);
+                }
+            }
+            _ => {}
+        })?;
+        let events: Vec<Event> = ring.iter().copied().collect();
+        let mut stacks = FxHashMap::default();
+        for e in &events {
+            stacks
+                .entry(e.stack)
+                .or_insert_with(|| self.frames_of(e.stack, self.nframe));
+        }
+        let snapshot = MemorySnapshot {
+            events,
+            stacks,
+            op_names: vec![String::new()],
+            segments: Vec::new(),
+        };
+        py.allow_threads(|| -> std::io::Result<u64> {
+            let mut file = std::io::BufWriter::new(File::create(&out)?);
+            let writer = TorchSnapshotWriter::new(&snapshot).share_frames(true);
+            let stats = if json {
+                writer.write_json(&mut file)?
+            } else {
+                writer.write_pickle(&mut file)?
+            };
+            std::io::Write::flush(&mut file)?;
+            Ok(stats.trace_entries)
+        })
+        .map_err(|e| PyOSError::new_err(format!("cannot write {}: {e}", out.display())))
+    }
+}
+
+/// Frees a block as the format says: in its domain, or (no domain given) in domain 0
+/// first, then NumPy's, the only other domain the recorder writes.
+fn free_in(live: &mut LiveTable, domain: Option<u32>, addr: u64) -> Option<LiveEntry> {
+    match domain {
+        Some(d) => live.remove(d, addr),
+        None => live
+            .remove(0, addr)
+            .or_else(|| live.remove(NUMPY_DOMAIN, addr)),
+    }
+}

@@ -1,13 +1,33 @@
-"""What `memtape run` prints when the program ends."""
+"""What `memtape run` prints when the program ends (on stderr: stdout is the program's)."""
 
 from __future__ import annotations
 
 import sys
 
+from memtape import _native
 
-def print_run_summary(path: str, events: int, size: int) -> None:
-    """Where the capture is and how to read it (on stderr: stdout is the program's)."""
+
+def print_run_summary(path: str, events: int, size: int, top: int = 5) -> None:
+    """The peak, where it happened, the top sites at the peak, and the next commands."""
     err = sys.stderr
     print(f"\nmemtape: recorded {events:,} events into {path} ({size / 2**20:.1f} MiB)", file=err)
-    print(f"  memtape stats {path}", file=err)
-    print(f"  memtape report {path} -o report.html", file=err)
+    try:
+        capture = _native.analyze_capture(path)
+    except (OSError, ValueError) as exc:
+        print(f"memtape: cannot summarize {path}: {exc}", file=err)
+        return
+    peak_bytes, peak_s = capture.peak
+    print(f"memtape: peak {_size(peak_bytes)} at {peak_s:.3f} s; top sites at the peak:", file=err)
+    print(capture.top_text("lineno", "peak", top), file=err)
+    print("read it with:", file=err)
+    for command in ("stats", "top", "flamegraph {} -o flamegraph.html", "report {} -o report.html"):
+        line = command.format(path) if "{}" in command else f"{command} {path}"
+        print(f"  memtape {line}", file=err)
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    raise AssertionError("unreachable")

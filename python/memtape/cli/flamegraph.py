@@ -1,0 +1,37 @@
+"""``memtape flamegraph FILE -o out.html``: memory live at the peak as a flame graph
+(what was allocated, and still held, when memory use was highest); ``--leaks`` shows
+memory allocated and never freed instead."""
+
+from __future__ import annotations
+
+import argparse
+
+from memtape.cli.capture_file import fail, open_capture, write_text
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="memtape flamegraph", description=__doc__)
+    p.add_argument("file", help="a capture file from memtape run")
+    p.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    p.add_argument("--leaks", action="store_true", help="memory never freed (live at the end)")
+    p.add_argument("--folded", action="store_true", help="write folded stacks instead of HTML")
+    p.add_argument("--force", action="store_true", help="overwrite the output file")
+    args = p.parse_args(argv)
+    _refuse_overwrite("flamegraph", args.output, args.force)
+    capture = open_capture("flamegraph", args.file)
+    at = "end" if args.leaks else "peak"
+    if args.folded:
+        write_text("flamegraph", args.output, capture.folded(at))
+        return 0
+    what = "never freed" if args.leaks else "live at the peak"
+    title = f"memtape: memory {what}"
+    write_text("flamegraph", args.output, capture.flamegraph_html(at, title, args.file))
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _refuse_overwrite(command: str, path: str, force: bool) -> None:
+    import os
+
+    if os.path.exists(path) and not force:
+        fail(command, f"{path} already exists; use --force to overwrite it")

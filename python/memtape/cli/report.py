@@ -1,0 +1,25 @@
+"""``memtape report FILE -o report.html``: one self-contained page that works offline:
+memory over time, the flame graph at the peak, the top sites, leaks and the run's
+metadata."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from memtape.cli.capture_file import fail, open_capture, write_text
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="memtape report", description=__doc__)
+    p.add_argument("file", help="a capture file from memtape run")
+    p.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    p.add_argument("--top", type=int, default=50, help="sites in the table (default 50)")
+    p.add_argument("--force", action="store_true", help="overwrite the output file")
+    args = p.parse_args(argv)
+    if os.path.exists(args.output) and not args.force:
+        fail("report", f"{args.output} already exists; use --force to overwrite it")
+    capture = open_capture("report", args.file)
+    write_text("report", args.output, capture.html_report(args.top))
+    print(f"wrote {args.output}")
+    return 0

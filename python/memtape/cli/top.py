@@ -1,0 +1,28 @@
+"""``memtape top FILE``: top allocation sites by line, file or traceback."""
+
+from __future__ import annotations
+
+import argparse
+
+from memtape.cli.capture_file import open_capture
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="memtape top", description=__doc__)
+    p.add_argument("file", help="a capture file from memtape run")
+    p.add_argument("--by", choices=("lineno", "filename", "traceback"), default="lineno")
+    p.add_argument("--limit", type=int, default=10, help="rows to show (default 10)")
+    p.add_argument(
+        "--at",
+        choices=("peak", "end"),
+        default="peak",
+        help="memory live at the peak (default) or at the end (never freed)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    args = p.parse_args(argv)
+    capture = open_capture("top", args.file)
+    if args.json:
+        print(capture.sites_json(args.by, args.at, args.limit))
+    else:
+        print(capture.top_text(args.by, args.at, args.limit))
+    return 0

@@ -153,7 +153,11 @@ def table_row(name: str, results: dict[str, ConfigResult], base: float | None) -
     if starved:
         notes.append(f"{starved}/{len(seconds)} runs starved (wall > {STARVED}x cpu)")
     if result.median("capture_bytes") is not None:
-        notes.append(f"capture {format_mib(result.median('capture_bytes'))} MiB")
+        note = f"capture {format_mib(result.median('capture_bytes'))} MiB"
+        events = result.median("capture_events")
+        if events:
+            note += f" ({result.median('capture_bytes') / events:.2f} B/event)"
+        notes.append(note)
     if result.status == "failed":
         notes.append(f"FAILED after {len(result.runs)} runs: {result.reason}")
     return (

@@ -3,7 +3,10 @@
 A configuration is named by a string: ``untraced``, ``tracemalloc<N>`` (stdlib
 ``tracemalloc.start(N)``), ``memtape<N>`` (``memtape.tracemalloc.start(N)``) or
 ``memray`` (``memray.Tracker(file, trace_python_allocators=True)``, the mode that sees
-every pymalloc allocation, as tracemalloc does).
+every pymalloc allocation, as tracemalloc does), ``memtape-events`` (the event recorder:
+``memtape.record_memory_events(True, 100_000)``, Python heap, the last 100k events) and
+``memtape-capture`` (``memtape run``'s recording: every event streamed to a capture file,
+like memray's).
 
 Starting and stopping happen in the measuring child process (single_run.py), outside the
 timed window; the runner itself only parses names.
@@ -30,7 +33,10 @@ DEFAULT_CONFIGS = (
 )
 
 MAX_NFRAME = 65535  # tracemalloc's limit on start(nframe)
-_NAME = re.compile(r"(?P<tracer>untraced|tracemalloc|memtape|memray)(?P<nframe>[0-9]*)")
+_NAME = re.compile(
+    r"(?P<tracer>untraced|tracemalloc|memtape-events|memtape-capture|memtape|memray)"
+    r"(?P<nframe>[0-9]*)"
+)
 _TRACEMALLOC_MODULES = {"tracemalloc": "tracemalloc", "memtape": "memtape.tracemalloc"}
 
 
@@ -54,7 +60,7 @@ class TracerConfig:
         if match is None:
             raise ValueError(
                 f"unknown configuration {name!r}: use untraced, tracemalloc<N>, memtape<N> "
-                "or memray (for example tracemalloc25)"
+                "memray, memtape-events or memtape-capture (for example tracemalloc25)"
             )
         tracer, digits = match["tracer"], match["nframe"]
         if tracer in _TRACEMALLOC_MODULES:
@@ -116,6 +122,31 @@ class _MemrayTracer(ActiveTracer):
             os.unlink(self._path)
 
 
+class _MemtapeEventsTracer(ActiveTracer):
+    def __init__(self, memtape: ModuleType) -> None:
+        self._memtape = memtape
+        memtape.record_memory_events(True, 100_000)
+
+    def stop(self) -> dict[str, Any]:
+        self._memtape.record_memory_events(False)
+        kept, dropped = self._memtape._native.memory_event_counts()
+        return {"events_kept": kept, "events_seen": kept + dropped}
+
+
+class _MemtapeCaptureTracer(ActiveTracer):
+    def __init__(self, memtape: ModuleType, scratch_dir: str) -> None:
+        self._native = memtape._native
+        self._path = os.path.join(scratch_dir, f"memtape-{os.getpid()}.mtape")
+        self._native._start_capture(self._path, '{"tool": "memtape", "nframe": 64}', 0)
+
+    def stop(self) -> dict[str, Any]:
+        events, _ = self._native._stop_capture("")
+        try:
+            return {"capture_bytes": os.path.getsize(self._path), "capture_events": events}
+        finally:
+            os.unlink(self._path)
+
+
 def _import(module_name: str, hint: str) -> ModuleType:
     try:
         return importlib.import_module(module_name)
@@ -124,6 +155,12 @@ def _import(module_name: str, hint: str) -> ModuleType:
 
 
 def _module_for(config: TracerConfig) -> ModuleType | None:
+    if config.tracer in ("memtape-events", "memtape-capture"):
+        return _import(
+            "memtape",
+            "build memtape into the interpreter given by --python: scripts/venv.sh 3.11, "
+            "then --python .venv-3.11/bin/python",
+        )
     if config.tracer == "memtape":
         return _import(
             "memtape.tracemalloc",
@@ -143,7 +180,7 @@ def _module_for(config: TracerConfig) -> ModuleType | None:
 def version_of(config: TracerConfig) -> str:
     """Imports the tracer (TracerUnavailable if it cannot) and returns its version string."""
     module = _module_for(config)
-    if config.tracer == "memtape":
+    if config.tracer.startswith("memtape"):
         package = importlib.import_module("memtape")
         return f"memtape {getattr(package, '__version__', '(no __version__)')}"
     if config.tracer == "memray" and module is not None:
@@ -158,5 +195,9 @@ def start(config: TracerConfig, scratch_dir: str) -> ActiveTracer:
         return ActiveTracer()
     if config.tracer == "memray":
         return _MemrayTracer(module, scratch_dir)
+    if config.tracer == "memtape-events":
+        return _MemtapeEventsTracer(module)
+    if config.tracer == "memtape-capture":
+        return _MemtapeCaptureTracer(module, scratch_dir)
     assert config.nframe is not None
     return _TracemallocTracer(module, config.nframe)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every memtape test and check, on a fresh machine too (it installs what it needs):
-#   Rust: cargo fmt --check, cargo clippy -D warnings, cargo nextest (core and binding)
+#   Rust: cargo fmt --check, cargo clippy -D warnings, cargo nextest (core and binding),
+#     and the capture reader's fuzz target for a bounded time (cargo fuzz on nightly,
+#     else the stable stand-in; MEMTAPE_FUZZ_SECONDS, default 60)
 #   Python: ruff and mypy --strict on python/memtape
 #   for each supported CPython (3.11, 3.12, 3.13; MEMTAPE_PYTHONS="3.11" to narrow):
 #     memtape's pytest suite, and CPython's own Lib/test/test_tracemalloc.py run
@@ -39,6 +41,30 @@ rust_tests() {
   fi
 }
 
+fuzz_reader() {
+  local seconds="${MEMTAPE_FUZZ_SECONDS:-60}"
+  if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+    if ! command -v cargo-fuzz >/dev/null 2>&1; then
+      cargo install --quiet --locked cargo-fuzz || return 1
+    fi
+    (cd fuzz && cargo +nightly fuzz run capture_reader -- \
+      -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1)
+  else
+    echo "no nightly toolchain for cargo fuzz: running the stable stand-in for ${seconds}s"
+    MEMTAPE_FUZZ_SECS="$seconds" cargo test --release -p memtape-core bounded_fuzz -- --ignored
+  fi
+}
+
+ensure_chromium() {
+  # The HTML report and flame graph are checked in headless Chromium (Debian's).
+  command -v chromium >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "chromium is missing: install it (apt-get install chromium); the HTML tests will fail" >&2
+  fi
+}
+
 python_lints() {
   local py="$1"
   "$py" -m pip install -q ruff mypy >/dev/null &&
@@ -50,6 +76,8 @@ python_lints() {
 step "cargo fmt" cargo fmt --all --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 step "rust tests" rust_tests
+step "capture reader fuzzing" fuzz_reader
+ensure_chromium
 
 first=1
 for v in $versions; do

@@ -25,6 +25,7 @@ __all__ = [
     "dump_snapshot",
     "get_memory_events",
     "is_recording_memory_events",
+    "mark",
     "op_context",
     "record_allocator_event",
     "record_memory_events",
@@ -125,6 +126,15 @@ def dump_snapshot(
         raise ValueError(f"format must be 'pickle' or 'json', not {format!r}")
     saved = None if events is None else list(events)
     _native.dump_snapshot(os.fspath(path), chosen, saved)
+
+
+def mark(label: str) -> bool:
+    """Record a named moment in the capture that ``memtape run`` is writing, for
+    ``memtape diff FILE --from marker:LABEL --to ...``. Returns False (and does nothing)
+    when no capture is being recorded."""
+    if not isinstance(label, str):
+        raise TypeError(f"label must be a str, not {type(label).__name__}")
+    return _native.mark(label)
 
 
 # Native, so that no memtape frame is ever part of the captured stack.

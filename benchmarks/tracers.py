@@ -140,7 +140,7 @@ class _MemtapeCaptureTracer(ActiveTracer):
         self._native._start_capture(self._path, '{"tool": "memtape", "nframe": 64}', 0)
 
     def stop(self) -> dict[str, Any]:
-        events, _ = self._native._stop_capture("")
+        events, _ = self._native._stop_capture()
         try:
             return {"capture_bytes": os.path.getsize(self._path), "capture_events": events}
         finally:

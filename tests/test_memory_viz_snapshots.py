@@ -6,6 +6,7 @@ Each test records a program, dumps a snapshot, and runs the real
 
 from __future__ import annotations
 
+import itertools
 import json
 import pickle
 from collections.abc import Iterator
@@ -61,7 +62,7 @@ def test_plain_python_program(tmp_path: Path) -> None:
     actions = {e["action"] for e in trace}
     assert {"alloc", "free_requested", "free_completed"} <= actions
     # A free_requested is always followed by its free_completed at the same address.
-    for a, b in zip(trace, trace[1:], strict=False):
+    for a, b in itertools.pairwise(trace):
         if a["action"] == "free_requested":
             assert (b["action"], b["addr"]) == ("free_completed", a["addr"])
     ours = [e for e in trace if e.get("frames") and e["frames"][0]["filename"] == str(HERE)]

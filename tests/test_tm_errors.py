@@ -15,7 +15,7 @@ Outcome = tuple[type[BaseException], str]
 def _raised(call: Callable[[], object]) -> Outcome:
     try:
         call()
-    except Exception as exc:  # noqa: BLE001 - any exception is the observation
+    except Exception as exc:
         return type(exc), str(exc)
     raise AssertionError("no exception raised")
 

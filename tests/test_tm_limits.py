@@ -21,7 +21,7 @@ def _here(tag: str) -> tuple[str, int]:
 def _raised(call: Callable[[], object]) -> tuple[type[BaseException], str]:
     try:
         call()
-    except Exception as exc:  # noqa: BLE001 - any exception is the observation
+    except Exception as exc:
         return type(exc), str(exc)
     raise AssertionError("no exception raised")
 

@@ -1,12 +1,15 @@
 """Running a Python program the way ``python`` would: ``script.py``, ``-m module`` or
-``-c code``, with its own ``sys.argv``, ``__main__``, exit status and exceptions."""
+``-c code``, with its own ``sys.argv``, ``__main__``, ``__file__``, ``sys.path[0]``, exit
+status and exceptions."""
 
 from __future__ import annotations
 
 import os
 import runpy
 import sys
+import types
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 Kind = Literal["script", "module", "code"]
@@ -20,9 +23,9 @@ class Program:
     target: str
     args: tuple[str, ...]
 
-    @property
+    @cached_property
     def argv(self) -> list[str]:
-        """``sys.argv`` as ``python`` sets it for this program."""
+        """``sys.argv`` as ``python`` sets it for this program (one list, made once)."""
         first = {"script": self.target, "module": self.target, "code": "-c"}[self.kind]
         return [first, *self.args]
 
@@ -34,6 +37,13 @@ class Program:
         if self.kind == "module":
             return self.target.rsplit(".", 1)[-1]
         return "code"
+
+    def missing_script(self) -> str | None:
+        """python's message when a script cannot be opened, else None."""
+        if self.kind != "script" or os.path.isfile(self.target):
+            return None
+        path = os.path.abspath(self.target)
+        return f"can't open file {path!r}: [Errno 2] No such file or directory"
 
 
 def split_program(argv: list[str], i: int) -> Program | None:
@@ -50,21 +60,43 @@ def split_program(argv: list[str], i: int) -> Program | None:
     return Program("script", arg, tuple(argv[i + 1 :]))
 
 
-def run(program: Program, keep: list[dict[str, Any]] | None = None) -> None:
-    """Runs the program in this interpreter. Its exceptions (SystemExit included)
-    propagate to the caller unchanged. When ``keep`` is given, the program's module
-    globals are appended to it, so that what they hold stays alive (as it does in
-    ``python`` until the interpreter exits) for as long as the caller keeps the list."""
+def prepare(program: Program) -> None:
+    """Sets ``sys.argv`` and ``sys.path[0]`` as ``python`` would for the program."""
     sys.argv = program.argv
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    if keep is not None:
-        keep.append(namespace)
     if program.kind == "module":
-        namespace.update(runpy.run_module(program.target, run_name="__main__", alter_sys=True))
+        sys.path[0] = os.getcwd()
     elif program.kind == "code":
         sys.path[0] = ""
-        # Running the user's -c code is the point, as `python -c` does.
-        exec(compile(program.target, "<string>", "exec"), namespace)  # noqa: S102
     else:
         sys.path[0] = os.path.dirname(os.path.abspath(program.target))
-        namespace.update(runpy.run_path(program.target, run_name="__main__"))
+
+
+def run(program: Program, keep: list[dict[str, Any]] | None = None) -> None:
+    """Runs the program (after :func:`prepare`) in this interpreter as ``__main__``. Its
+    exceptions (SystemExit included) propagate unchanged. When ``keep`` is given, the
+    program's module globals are appended to it, so that what they hold stays alive (as
+    it does in ``python`` until the interpreter exits) for as long as the caller keeps
+    the list."""
+    if program.kind == "module":
+        namespace = runpy.run_module(program.target, run_name="__main__", alter_sys=True)
+    elif program.kind == "code":
+        namespace = _run_code(program.target)
+    else:
+        namespace = runpy.run_path(os.path.abspath(program.target), run_name="__main__")
+    if keep is not None:
+        keep.append(namespace)
+
+
+def _run_code(code: str) -> dict[str, Any]:
+    """``python -c``: the code runs as the ``__main__`` module (pickling its classes works)."""
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = __builtins__
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        # Running the user's -c code is the point, as `python -c` does.
+        exec(compile(code, "<string>", "exec"), main.__dict__)  # noqa: S102
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+    return main.__dict__

@@ -4,15 +4,15 @@
 //! A new capture walks the frames (no lock), finds how many outer frames are unchanged,
 //! and interns only the changed inner part, usually one or two frames.
 
-use std::cell::RefCell;
-
 use memtape_core::{StackId, EMPTY_STACK};
 use pyo3::ffi;
 
 use crate::frames::{self, RawFrame};
+use crate::hook_mode::HookThread;
 use crate::recorder::Recorder;
 
-struct ThreadCapture {
+/// One thread's capture cache (lives in the thread's [`HookThread`]).
+pub(crate) struct ThreadCapture {
     /// Scratch: the frames just walked, innermost first.
     walked: Vec<RawFrame>,
     /// The previous capture's frames, outermost first, and the stack id ending at each.
@@ -24,19 +24,16 @@ struct ThreadCapture {
     unchanged: Option<usize>,
 }
 
-thread_local! {
-    static CAPTURE: RefCell<ThreadCapture> = const {
-        RefCell::new(ThreadCapture {
-            walked: Vec::new(),
-            frames: Vec::new(),
-            ids: Vec::new(),
-            generation: u64::MAX,
-            unchanged: None,
-        })
-    };
-}
-
 impl ThreadCapture {
+    /// An empty cache.
+    pub(crate) const EMPTY: ThreadCapture = ThreadCapture {
+        walked: Vec::new(),
+        frames: Vec::new(),
+        ids: Vec::new(),
+        generation: u64::MAX,
+        unchanged: None,
+    };
+
     fn intern_walked(&mut self, rec: &mut Recorder) -> StackId {
         if self.generation != rec.generation {
             self.frames.clear();
@@ -79,20 +76,18 @@ impl ThreadCapture {
 
 /// A capture in progress: the stack was walked (without the lock) and is interned once
 /// the recorder is locked.
-pub(crate) struct Walked {
+pub(crate) struct Walked<'t> {
+    thread: Option<&'t HookThread>,
     walked: bool,
 }
 
-/// Walks the calling thread's stack. `tstate` must be the calling thread's state with the
-/// GIL held, or null when the thread does not hold the GIL (then the thread's last
-/// captured stack is used).
+/// Walks the calling thread's stack into `thread`'s cache (the calling thread's own
+/// state). `tstate` must be the calling thread's state with the GIL held, or null when
+/// the thread does not hold the GIL (then the thread's last captured stack is used).
 #[inline]
-pub(crate) fn walk(tstate: *mut ffi::PyThreadState) -> Walked {
-    if tstate.is_null() {
-        return Walked { walked: false };
-    }
-    let walked = CAPTURE
-        .try_with(|cell| match cell.try_borrow_mut() {
+pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState) -> Walked<'_> {
+    let walked = match thread {
+        Some(t) if !tstate.is_null() => match t.capture.try_borrow_mut() {
             Ok(mut cap) => {
                 let cap = &mut *cap;
                 cap.walked.clear();
@@ -101,21 +96,23 @@ pub(crate) fn walk(tstate: *mut ffi::PyThreadState) -> Walked {
                 true
             }
             Err(_) => false,
-        })
-        .unwrap_or(false);
-    Walked { walked }
+        },
+        _ => false,
+    };
+    Walked { thread, walked }
 }
 
-impl Walked {
+impl Walked<'_> {
     /// The stack id for the walked stack, interned in `rec` (the recorder lock is held).
     #[inline]
     pub(crate) fn intern(self, rec: &mut Recorder) -> StackId {
-        CAPTURE
-            .try_with(|cell| match cell.try_borrow_mut() {
-                Ok(mut cap) if self.walked => cap.intern_walked(rec),
-                Ok(cap) => cap.last_id(rec),
-                Err(_) => EMPTY_STACK,
-            })
-            .unwrap_or(EMPTY_STACK)
+        let Some(t) = self.thread else {
+            return EMPTY_STACK;
+        };
+        match t.capture.try_borrow_mut() {
+            Ok(mut cap) if self.walked => cap.intern_walked(rec),
+            Ok(cap) => cap.last_id(rec),
+            Err(_) => EMPTY_STACK,
+        }
     }
 }

@@ -16,12 +16,18 @@ pub(crate) fn _start_capture(
     capture_sink::start(py, &path, metadata_json, min_size)
 }
 
-/// Finishes the capture file; `trailer_fields` is appended to the trailer JSON object
-/// (it must start with a comma when not empty). Returns `(events, bytes written)`.
+/// Finishes the capture file, noting how the program ended (`exit`: "normal",
+/// "exception" or "signal", and its exit status) in the trailer. Returns
+/// `(events, bytes written)`. Builds the trailer in Rust: nothing is allocated on the
+/// Python heap while the capture still records.
 #[pyfunction]
-#[pyo3(signature = (trailer_fields=""))]
-pub(crate) fn _stop_capture(py: Python<'_>, trailer_fields: &str) -> PyResult<(u64, u64)> {
-    capture_sink::stop(py, trailer_fields)
+#[pyo3(signature = (exit="normal", exit_code=0))]
+pub(crate) fn _stop_capture(py: Python<'_>, exit: &str, exit_code: i64) -> PyResult<(u64, u64)> {
+    let exit = serde_json::Value::from(exit);
+    capture_sink::stop(
+        py,
+        &format!(", \"exit\": {exit}, \"exit_code\": {exit_code}"),
+    )
 }
 
 /// mark(label) -> bool: records a named moment in the running capture (for

@@ -55,7 +55,10 @@ impl From<FrameworkError> for PyErr {
 /// The calling thread's stack, interned; only while events are recorded (else
 /// [`NO_TRACEBACK`]). Without the GIL the thread's last captured stack is used.
 pub(crate) fn capture_traceback_now() -> TracebackHandle {
-    let walked = capture::walk(thread_state::attached_if_holding_gil());
+    let walked = capture::walk(
+        crate::hook_mode::thread(),
+        thread_state::attached_if_holding_gil(),
+    );
     with_recorder(|rec| {
         if !rec.events.as_ref().is_some_and(|e| e.recording) {
             return NO_TRACEBACK;
@@ -97,7 +100,7 @@ pub(crate) struct Report {
     pub(crate) stream: u64,
 }
 
-fn attribute(rec: &mut Recorder, walked: Option<capture::Walked>) -> (StackId, u32) {
+fn attribute(rec: &mut Recorder, walked: Option<capture::Walked<'_>>) -> (StackId, u32) {
     let own = walked.map_or(crate::recorder::UNKNOWN_STACK, |w| w.intern(rec));
     rec.attributed_stack(op_context::current(), own)
 }
@@ -115,7 +118,10 @@ pub(crate) fn record_allocator_event_checked(r: &Report) -> Result<(), Framework
     // With no op context, attribute to where we are: walk now (before the lock) when
     // this thread holds the GIL; otherwise the thread's last captured stack.
     let walked = if ctx.is_none() && crate::recorder::events_recording() {
-        Some(capture::walk(thread_state::attached_if_holding_gil()))
+        Some(capture::walk(
+            crate::hook_mode::thread(),
+            thread_state::attached_if_holding_gil(),
+        ))
     } else {
         None
     };

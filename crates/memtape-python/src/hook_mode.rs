@@ -1,6 +1,10 @@
-//! What the current thread is doing with respect to our hooks (a re-entrancy guard).
+//! The calling thread's state for the hooks: what it is doing (a re-entrancy guard) and
+//! its stack-capture cache, in one thread-local so that a hook reaches it with a single
+//! TLS lookup (each one is a `__tls_get_addr` call in a shared library).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+
+use crate::capture::ThreadCapture;
 
 /// The calling thread's relation to the allocation hooks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -9,28 +13,58 @@ pub(crate) enum HookMode {
     Idle,
     /// Inside one of our allocation hooks: nested calls pass straight through.
     InAllocHook,
-    /// memtape's own work (snapshots, clearing): allocations are not recorded, frees are.
+    /// memtape's own work (snapshots, clearing), or a thread being torn down: allocations
+    /// are not recorded, frees are.
     Untraced,
     /// Between fork preparation and the fork: nothing is recorded, the recorder is locked.
     Forking,
 }
 
-thread_local! {
-    // Const-initialised and without a destructor: always accessible, even while the
-    // thread is being torn down, and touching it never allocates.
-    static MODE: Cell<HookMode> = const { Cell::new(HookMode::Idle) };
+/// Per-thread hook state.
+pub(crate) struct HookThread {
+    mode: Cell<HookMode>,
+    /// The thread's stack-capture cache.
+    pub(crate) capture: RefCell<ThreadCapture>,
 }
 
-/// The calling thread's mode.
+impl HookThread {
+    /// The thread's mode.
+    #[inline(always)]
+    pub(crate) fn mode(&self) -> HookMode {
+        self.mode.get()
+    }
+
+    /// Sets the thread's mode, returning the previous one.
+    #[inline(always)]
+    pub(crate) fn set_mode(&self, mode: HookMode) -> HookMode {
+        self.mode.replace(mode)
+    }
+}
+
+thread_local! {
+    // Const-initialised: touching it never allocates.
+    static THREAD: HookThread = const {
+        HookThread { mode: Cell::new(HookMode::Idle), capture: RefCell::new(ThreadCapture::EMPTY) }
+    };
+}
+
+/// The calling thread's hook state, or `None` while the thread is being torn down.
 #[inline(always)]
-pub(crate) fn current() -> HookMode {
-    MODE.with(Cell::get)
+pub(crate) fn thread() -> Option<&'static HookThread> {
+    THREAD
+        .try_with(|t| {
+            // SAFETY: a thread-local lives until its thread has finished running its
+            // destructors, and `HookThread` is neither Send nor Sync (Cell/RefCell), so the
+            // reference cannot leave this thread; callers use it within one hook call.
+            unsafe { &*std::ptr::from_ref(t) }
+        })
+        .ok()
 }
 
 /// Sets the calling thread's mode, returning the previous one.
 #[inline(always)]
 pub(crate) fn set(mode: HookMode) -> HookMode {
-    MODE.with(|m| m.replace(mode))
+    thread().map_or(HookMode::Untraced, |t| t.set_mode(mode))
 }
 
 /// Runs `f` with allocations of this thread unrecorded (memtape's own bookkeeping).

@@ -14,7 +14,7 @@ use pyo3::ffi::{self, PyMemAllocatorDomain, PyMemAllocatorEx};
 
 use memtape_core::{Action, EMPTY_STACK};
 
-use crate::hook_mode::{self, HookMode};
+use crate::hook_mode::{self, HookMode, HookThread};
 use crate::recorder::{hooks_active, Attribution, HEAP_EVENTS, RECORDER};
 use crate::{capture, op_context, thread_id, thread_state};
 
@@ -98,17 +98,19 @@ fn attribution() -> Option<Attribution> {
     })
 }
 
-/// Records a new block (and the block it replaces, for a moving realloc) in `domain`.
-/// `tstate` is the calling thread's state if it holds the GIL, else null.
+/// Records a new block (and the end of the block it replaces, for a realloc) in `domain`.
+/// `thread` is the calling thread's hook state; `tstate` its thread state if it holds the
+/// GIL, else null.
 #[inline]
 pub(crate) fn record_alloc(
+    thread: &HookThread,
     domain: u32,
     tstate: *mut pyo3::ffi::PyThreadState,
     block: *mut c_void,
     size: usize,
     moved_from: *mut c_void,
 ) {
-    let walked = capture::walk(tstate);
+    let walked = capture::walk(Some(thread), tstate);
     let at = attribution();
     let mut guard = RECORDER.lock();
     let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
@@ -138,14 +140,15 @@ pub(crate) fn record_alloc(
 /// Forgets a block of `domain` that is being freed.
 #[inline]
 pub(crate) fn record_free(
+    thread: Option<&HookThread>,
     domain: u32,
     tstate: impl FnOnce() -> *mut pyo3::ffi::PyThreadState,
     block: *mut c_void,
 ) {
     // Events record where a block was freed; memtape's own frees have no user stack.
     let at = attribution();
-    let walked = match (&at, hook_mode::current()) {
-        (Some(_), HookMode::Idle) => Some(capture::walk(tstate())),
+    let walked = match (&at, thread) {
+        (Some(_), Some(t)) if t.mode() == HookMode::Idle => Some(capture::walk(Some(t), tstate())),
         _ => None,
     };
     let mut guard = RECORDER.lock();
@@ -164,17 +167,38 @@ pub(crate) fn record_free(
     }
 }
 
-/// Whether this call should record an allocation (tracing, and not nested in our code).
+/// The calling thread's state when this allocation should be recorded: something records,
+/// and the thread is not inside our own code. One TLS lookup.
 #[inline(always)]
-pub(crate) fn records_allocs() -> bool {
-    hooks_active() && hook_mode::current() == HookMode::Idle
+pub(crate) fn recording_thread() -> Option<&'static HookThread> {
+    if !hooks_active() {
+        return None;
+    }
+    hook_mode::thread().filter(|t| t.mode() == HookMode::Idle)
 }
 
-/// Whether this call should record a free: frees made by memtape's own bookkeeping must
-/// still be seen, nested frees inside our hooks are seen by the outer hook.
+/// Whether this free should be recorded, and the thread's state (None while the thread is
+/// torn down: the free is still recorded). Frees made by memtape's own bookkeeping must
+/// be seen; nested frees inside our hooks are seen by the outer hook.
 #[inline(always)]
-pub(crate) fn records_frees() -> bool {
-    hooks_active() && matches!(hook_mode::current(), HookMode::Idle | HookMode::Untraced)
+pub(crate) fn free_recording() -> Option<Option<&'static HookThread>> {
+    if !hooks_active() {
+        return None;
+    }
+    let thread = hook_mode::thread();
+    match thread.map_or(HookMode::Untraced, HookThread::mode) {
+        HookMode::Idle | HookMode::Untraced => Some(thread),
+        HookMode::InAllocHook | HookMode::Forking => None,
+    }
+}
+
+/// Runs `alloc` as a recorded allocation on `thread`: nested calls pass through.
+#[inline(always)]
+fn recorded(thread: &HookThread, alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    thread.set_mode(HookMode::InAllocHook);
+    let block = alloc();
+    thread.set_mode(HookMode::Idle);
+    block
 }
 
 extern "C" fn hook_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
@@ -183,16 +207,23 @@ extern "C" fn hook_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
     let Some(malloc) = w.malloc else {
         return ptr::null_mut();
     };
-    if !records_allocs() {
+    let Some(t) = recording_thread() else {
         return malloc(w.ctx, size);
-    }
-    hook_mode::set(HookMode::InAllocHook);
-    let block = malloc(w.ctx, size);
-    if !block.is_null() {
-        record_alloc(PYTHON_DOMAIN, tstate_for(s), block, size, ptr::null_mut());
-    }
-    hook_mode::set(HookMode::Idle);
-    block
+    };
+    recorded(t, || {
+        let block = malloc(w.ctx, size);
+        if !block.is_null() {
+            record_alloc(
+                t,
+                PYTHON_DOMAIN,
+                tstate_for(s),
+                block,
+                size,
+                ptr::null_mut(),
+            );
+        }
+        block
+    })
 }
 
 extern "C" fn hook_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
@@ -201,22 +232,24 @@ extern "C" fn hook_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut
     let Some(calloc) = w.calloc else {
         return ptr::null_mut();
     };
-    if !records_allocs() {
+    let Some(t) = recording_thread() else {
         return calloc(w.ctx, nelem, elsize);
-    }
-    hook_mode::set(HookMode::InAllocHook);
-    let block = calloc(w.ctx, nelem, elsize);
-    if !block.is_null() {
-        record_alloc(
-            PYTHON_DOMAIN,
-            tstate_for(s),
-            block,
-            nelem.saturating_mul(elsize),
-            ptr::null_mut(),
-        );
-    }
-    hook_mode::set(HookMode::Idle);
-    block
+    };
+    recorded(t, || {
+        let block = calloc(w.ctx, nelem, elsize);
+        if !block.is_null() {
+            let size = nelem.saturating_mul(elsize);
+            record_alloc(
+                t,
+                PYTHON_DOMAIN,
+                tstate_for(s),
+                block,
+                size,
+                ptr::null_mut(),
+            );
+        }
+        block
+    })
 }
 
 extern "C" fn hook_realloc(ctx: *mut c_void, old: *mut c_void, size: usize) -> *mut c_void {
@@ -225,23 +258,25 @@ extern "C" fn hook_realloc(ctx: *mut c_void, old: *mut c_void, size: usize) -> *
     let Some(realloc) = w.realloc else {
         return ptr::null_mut();
     };
-    if !records_allocs() {
+    let Some(t) = recording_thread() else {
         let block = realloc(w.ctx, old, size);
         // memtape's own code resizing a traced block: the old trace is gone.
-        if !block.is_null() && !old.is_null() && block != old && records_frees() {
-            record_free(PYTHON_DOMAIN, || tstate_for(s), old);
+        if !block.is_null() && !old.is_null() && block != old {
+            if let Some(thread) = free_recording() {
+                record_free(thread, PYTHON_DOMAIN, || tstate_for(s), old);
+            }
         }
         return block;
-    }
-    hook_mode::set(HookMode::InAllocHook);
-    let block = realloc(w.ctx, old, size);
-    if !block.is_null() {
-        // Moved or resized in place, the old block ends (its free is recorded) and the
-        // new one begins.
-        record_alloc(PYTHON_DOMAIN, tstate_for(s), block, size, old);
-    }
-    hook_mode::set(HookMode::Idle);
-    block
+    };
+    recorded(t, || {
+        let block = realloc(w.ctx, old, size);
+        if !block.is_null() {
+            // Moved or resized in place, the old block ends (its free is recorded) and
+            // the new one begins.
+            record_alloc(t, PYTHON_DOMAIN, tstate_for(s), block, size, old);
+        }
+        block
+    })
 }
 
 extern "C" fn hook_free(ctx: *mut c_void, block: *mut c_void) {
@@ -249,8 +284,10 @@ extern "C" fn hook_free(ctx: *mut c_void, block: *mut c_void) {
     let w = wrapped(s);
     // Forget the block before it is freed: once freed, another thread may get the same
     // address and record it.
-    if !block.is_null() && records_frees() {
-        record_free(PYTHON_DOMAIN, || tstate_for(s), block);
+    if !block.is_null() {
+        if let Some(thread) = free_recording() {
+            record_free(thread, PYTHON_DOMAIN, || tstate_for(s), block);
+        }
     }
     if let Some(free) = w.free {
         free(w.ctx, block);

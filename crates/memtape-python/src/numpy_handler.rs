@@ -19,8 +19,8 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::hook_mode::{self, HookMode};
-use crate::hooks::{record_alloc, record_free, records_allocs, records_frees};
+use crate::hook_mode::{HookMode, HookThread};
+use crate::hooks::{free_recording, record_alloc, record_free, recording_thread};
 use crate::thread_state;
 
 /// tracemalloc's domain for NumPy buffers (numpy's `NPY_TRACE_DOMAIN`).
@@ -106,16 +106,11 @@ fn wrapped() -> &'static DataMemAllocator {
     unsafe { &*WRAPPED.0.get() }
 }
 
-fn record_new(block: *mut c_void, size: usize, moved_from: *mut c_void) {
-    hook_mode::set(HookMode::InAllocHook);
-    record_alloc(
-        NUMPY_DOMAIN,
-        thread_state::attached_if_holding_gil(),
-        block,
-        size,
-        moved_from,
-    );
-    hook_mode::set(HookMode::Idle);
+fn record_new(t: &HookThread, block: *mut c_void, size: usize, moved_from: *mut c_void) {
+    t.set_mode(HookMode::InAllocHook);
+    let tstate = thread_state::attached_if_holding_gil();
+    record_alloc(t, NUMPY_DOMAIN, tstate, block, size, moved_from);
+    t.set_mode(HookMode::Idle);
 }
 
 extern "C" fn np_malloc(_ctx: *mut c_void, size: usize) -> *mut c_void {
@@ -124,8 +119,8 @@ extern "C" fn np_malloc(_ctx: *mut c_void, size: usize) -> *mut c_void {
         return ptr::null_mut();
     };
     let block = malloc(w.ctx, size);
-    if !block.is_null() && records_allocs() {
-        record_new(block, size, ptr::null_mut());
+    if let Some(t) = recording_thread().filter(|_| !block.is_null()) {
+        record_new(t, block, size, ptr::null_mut());
     }
     block
 }
@@ -136,8 +131,8 @@ extern "C" fn np_calloc(_ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut 
         return ptr::null_mut();
     };
     let block = calloc(w.ctx, nelem, elsize);
-    if !block.is_null() && records_allocs() {
-        record_new(block, nelem.saturating_mul(elsize), ptr::null_mut());
+    if let Some(t) = recording_thread().filter(|_| !block.is_null()) {
+        record_new(t, block, nelem.saturating_mul(elsize), ptr::null_mut());
     }
     block
 }
@@ -148,16 +143,21 @@ extern "C" fn np_realloc(_ctx: *mut c_void, old: *mut c_void, size: usize) -> *m
         return ptr::null_mut();
     };
     let block = realloc(w.ctx, old, size);
-    if !block.is_null() && records_allocs() {
-        record_new(block, size, old);
+    if let Some(t) = recording_thread().filter(|_| !block.is_null()) {
+        record_new(t, block, size, old);
     }
     block
 }
 
 extern "C" fn np_free(_ctx: *mut c_void, block: *mut c_void, size: usize) {
     let w = wrapped();
-    if !block.is_null() && records_frees() {
-        record_free(NUMPY_DOMAIN, thread_state::attached_if_holding_gil, block);
+    if let Some(thread) = free_recording().filter(|_| !block.is_null()) {
+        record_free(
+            thread,
+            NUMPY_DOMAIN,
+            thread_state::attached_if_holding_gil,
+            block,
+        );
     }
     if let Some(free) = w.free {
         free(w.ctx, block, size);

@@ -23,20 +23,20 @@ mod imp {
     }
 
     extern "C" fn on_ref_event(obj: *mut ffi::PyObject, event: c_int, _data: *mut c_void) -> c_int {
-        if event != PYREFTRACER_CREATE
-            || !TRACING.load(Ordering::Relaxed)
-            || hook_mode::current() != HookMode::Idle
-        {
+        if event != PYREFTRACER_CREATE || !TRACING.load(Ordering::Relaxed) {
             return 0;
         }
-        hook_mode::set(HookMode::InAllocHook);
+        let Some(t) = hook_mode::thread().filter(|t| t.mode() == HookMode::Idle) else {
+            return 0;
+        };
+        t.set_mode(HookMode::InAllocHook);
         // SAFETY: CPython calls the tracer with the GIL held and a live, initialised
         // object (its type is set before the tracer runs).
         let py = unsafe { Python::assume_gil_acquired() };
         // SAFETY: as above; the borrowed reference is not kept beyond this call.
         let bound = unsafe { Bound::from_borrowed_ptr(py, obj) };
         let block = object_block::block_address(&bound) as u64;
-        let walked = capture::walk(thread_state::attached());
+        let walked = capture::walk(Some(t), thread_state::attached());
         {
             let mut guard = RECORDER.lock();
             if let Some(rec) = guard.as_mut().filter(|r| r.tracing) {
@@ -48,7 +48,7 @@ mod imp {
                 }
             }
         }
-        hook_mode::set(HookMode::Idle);
+        t.set_mode(HookMode::Idle);
         0
     }
 

@@ -170,6 +170,8 @@ pub(crate) struct PyCapture {
     nframe: usize,
     summary: ReadSummary,
     metadata: String,
+    /// The moments asked for, as given.
+    moment_names: Vec<String>,
 }
 
 impl PyCapture {
@@ -186,8 +188,9 @@ impl PyCapture {
                 match self.result.moments.get(index) {
                     Some(Some(table)) => Ok(table),
                     Some(None) => Err(PyValueError::new_err(format!(
-                        "{}: the marker was never recorded",
-                        self.path.display()
+                        "{}: the marker {} was never recorded",
+                        self.path.display(),
+                        self.moment_names.get(index).map_or("?", String::as_str)
                     ))),
                     None => Err(PyValueError::new_err(format!(
                         "no moment #{index} was requested"
@@ -250,6 +253,10 @@ pub(crate) fn analyze_capture(
         nframe,
         summary,
         metadata,
+        moment_names: moments
+            .iter()
+            .map(|m| m.trim_start_matches("marker:").to_owned())
+            .collect(),
     })
 }
 

@@ -14,7 +14,9 @@ file is truncated in its header, corrupt or not a capture.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import sys
 from typing import NoReturn
 
@@ -58,4 +60,13 @@ def main(argv: list[str] | None = None) -> NoReturn:
         print(f"{USAGE}\n\nmemtape: unknown command {args[0]!r}", file=sys.stderr)
         sys.exit(2)
     command = importlib.import_module(module)
-    sys.exit(command.main(args[1:]))
+    try:
+        status = command.main(args[1:])
+        with contextlib.suppress(ValueError):  # a program run by `memtape run` closed it
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # Output piped into `head` and the like: stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        status = 0
+    sys.exit(status)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
+import runpy
+import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
 from types import TracebackType
 
 from memtape import __version__, _native
-from memtape._program import Program, run, split_program
+from memtape._program import Program, prepare, run, split_program
 
 USAGE = (
     "usage: memtape run [-o FILE] [--nframe N] [--min-size BYTES] [--force] [--quiet]\n"
@@ -107,10 +111,11 @@ def metadata(opts: RunOptions) -> str:
 
 def _strip_our_frames(tb: TracebackType | None) -> TracebackType | None:
     """The traceback from the program's first frame on (drops memtape's and runpy's)."""
-    ours = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "<frozen runpy>")
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    ours = {os.path.abspath(runpy.__file__), "<frozen runpy>"}
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
-        if not (filename.startswith(ours[0]) or filename == ours[1] or "runpy" in filename):
+        if not (filename.startswith(package) or filename in ours):
             return tb
         tb = tb.tb_next
     return None
@@ -122,21 +127,43 @@ def _summary(path: str, events: int, size: int) -> None:
     print_run_summary(path, events, size)
 
 
+def _join_non_daemon_threads() -> None:
+    """Waits for the program's non-daemon threads, as python does before exiting, so
+    that what they allocate is recorded."""
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon and thread.is_alive():
+            thread.join()
+
+
+def _die_by_sigint() -> None:
+    """Ends the process as python does after an uncaught KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+
+
 def main(argv: list[str]) -> int:
     try:
         opts = parse_args(argv)
     except UsageError as exc:
         print(f"{USAGE}\nmemtape run: error: {exc}", file=sys.stderr)
         return 2
-    path = opts.output or default_output(opts.program)
-    if os.path.exists(path) and not opts.force:
-        print(f"memtape run: {path} already exists; use --force to overwrite it", file=sys.stderr)
+    missing = opts.program.missing_script()
+    if missing is not None:
+        print(f"memtape run: {missing}", file=sys.stderr)
         return 2
+    shown = opts.output or default_output(opts.program)
+    path = os.path.abspath(shown)  # the program may change directory
+    if os.path.exists(path) and not opts.force:
+        print(f"memtape run: {shown} already exists; use --force to overwrite it", file=sys.stderr)
+        return 2
+    prepare(opts.program)
     try:
         _native._start_capture(path, metadata(opts), opts.min_size)
     except OSError as exc:
         print(f"memtape run: {exc}", file=sys.stderr)
         return 2
+    pid = os.getpid()
     exit_kind, code = "normal", 0
     failure: BaseException | None = None
     # The program's globals stay alive until the capture ends, as in `python`, so that
@@ -152,19 +179,26 @@ def main(argv: list[str]) -> int:
         exit_kind, code, failure = "signal", 130, exc
     except BaseException as exc:  # noqa: BLE001 - the program's own exception, reported as python would
         exit_kind, code, failure = "exception", 1, exc
-    try:
-        events, size = _native._stop_capture(
-            f', "exit": {json.dumps(exit_kind)}, "exit_code": {json.dumps(code)}'
-        )
-    except OSError as exc:  # disk full, file removed: the program's outcome stands
-        print(f"memtape run: {exc}", file=sys.stderr)
-        events, size = 0, 0
-    globals_kept.clear()
+    if os.getpid() != pid:
+        # A forked child leaving through the end of the program: the capture is the
+        # parent's; leave as the child would have.
+        return code
     if failure is not None:
         traceback.print_exception(
             type(failure), failure, _strip_our_frames(failure.__traceback__), file=sys.stderr
         )
+    if not isinstance(failure, KeyboardInterrupt):
+        _join_non_daemon_threads()
+    try:
+        events, size = _native._stop_capture(exit_kind, code)
+    except OSError as exc:  # disk full, file removed: the program's outcome stands
+        print(f"memtape run: {exc}", file=sys.stderr)
+        events, size = 0, 0
+    globals_kept.clear()
     if not opts.quiet:
-        _summary(path, events, size)
-    sys.stdout.flush()
+        _summary(shown if os.path.exists(shown) else path, events, size)
+    with contextlib.suppress(OSError, ValueError):  # the program may have closed stdout
+        sys.stdout.flush()
+    if isinstance(failure, KeyboardInterrupt):
+        _die_by_sigint()
     return code

@@ -12,7 +12,7 @@ import sys
 from typing import NamedTuple, NoReturn
 
 from memtape import tracemalloc
-from memtape._program import Program, run, split_program
+from memtape._program import Program, prepare, run, split_program
 
 USAGE = (
     "usage: python -m memtape.tracemalloc [-n NFRAME] [--top N] "
@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         tracemalloc.start(inv.nframe)
     except (ValueError, OverflowError) as exc:
         _usage_error(f"--nframe: {exc}")
+    prepare(inv.program)
     try:
         run(inv.program)
     finally:

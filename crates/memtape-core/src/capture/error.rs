@@ -22,14 +22,15 @@ pub enum CaptureError {
         source: io::Error,
     },
     /// The input is empty.
-    #[error("not a memtape capture (the file is empty)")]
+    #[error("not a memtape capture (the file is empty: no MEMTAPE magic at offset 0)")]
     Empty,
     /// The input does not start with the capture magic.
     #[error("not a memtape capture (no MEMTAPE magic at offset 0)")]
     NotCapture,
     /// A capture of a format version this reader does not know.
     #[error(
-        "unsupported capture format version {version} (this memtape reads {})",
+        "unsupported capture format version {version} at offset 8 (this memtape reads {}): \
+         a newer memtape wrote it, or the file is damaged",
         FORMAT_VERSION
     )]
     UnsupportedVersion {

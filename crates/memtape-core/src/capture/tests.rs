@@ -353,7 +353,10 @@ fn every_truncation_gives_whole_blocks_or_a_clean_error() {
             assert!(records.is_empty());
             let message = error.to_string();
             if len == 0 {
-                assert_eq!(message, "not a memtape capture (the file is empty)");
+                assert_eq!(
+                    message,
+                    "not a memtape capture (the file is empty: no MEMTAPE magic at offset 0)"
+                );
             } else {
                 assert!(
                     message.starts_with("truncated capture: the file ends at offset"),
@@ -434,7 +437,7 @@ fn block_payload_ranges(bytes: &[u8], mut at: usize) -> Vec<std::ops::Range<usiz
 fn foreign_input_is_a_clean_error() {
     let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10\0\0\0\x10\x08\x06\0\0\0";
     let cases: [(&[u8], &str); 6] = [
-        (b"", "not a memtape capture (the file is empty)"),
+        (b"", "not a memtape capture (the file is empty: no MEMTAPE magic at offset 0)"),
         (png, "not a memtape capture (no MEMTAPE magic at offset 0)"),
         (
             b"\x1f\x8b\x08\0",
@@ -450,7 +453,7 @@ fn foreign_input_is_a_clean_error() {
         ),
         (
             b"MEMTAPE\0\x07\0\0\0\0\0\0\0",
-            "unsupported capture format version 7 (this memtape reads 1)",
+            "unsupported capture format version 7 at offset 8 (this memtape reads 1): a newer memtape wrote it, or the file is damaged",
         ),
     ];
     for (bytes, message) in cases {

@@ -1,0 +1,278 @@
+"""Bad capture files through the real CLI: exit status 2 with a message that names the
+file and the byte offset, never a Python traceback; a capture cut short still reads.
+
+The thousands of damaged copies run through ``memtape.cli.main`` in one child process
+(``memtape_cli_batch.py``: the same code path as the ``memtape`` command, minus the
+interpreter start-up per file); a sample also runs through ``python -m memtape``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from child_python import describe, run_python
+from memtape_cli import capture_blocks, memtape, no_traceback, ok
+
+BATCH_DRIVER = Path(__file__).with_name("memtape_cli_batch.py")
+SEED = 20240611
+FLIPS = 300
+SMEARS = 60
+
+# A small program that writes several blocks (the flusher runs every few ms) and a marker.
+SMALL_PROGRAM = """
+import time
+import memtape._native as native
+keep = []
+for i in range(4):
+    keep.append(bytearray(1000 + i))
+    time.sleep(0.03)
+native.mark("halfway")
+keep.append([str(n) for n in range(50)])
+"""
+
+CUT_SHORT = re.compile(r"was cut short .*; read up to offset (\d+)")
+
+
+@pytest.fixture(scope="module")
+def small_capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    capture = tmp_path_factory.mktemp("corruption") / "small.mtape"
+    ok(memtape("run", "-q", "-o", capture, "-c", SMALL_PROGRAM))
+    return capture
+
+
+def run_batch(
+    tmp_path: Path, source: Path, cases: list[dict[str, Any]], commands: list[list[str]]
+) -> list[dict[str, Any]]:
+    """Every case under every command, in one child; fails the test if the child dies."""
+    job = tmp_path / "job.json"
+    scratch = tmp_path / "damaged.mtape"
+    job.write_text(
+        json.dumps(
+            {"source": str(source), "scratch": str(scratch), "cases": cases, "commands": commands}
+        ),
+        encoding="utf-8",
+    )
+    result = run_python([str(BATCH_DRIVER), str(job)], timeout=120)
+    results = [json.loads(line) for line in result.stdout.splitlines()]
+    if result.returncode != 0 or len(results) != len(cases) * len(commands):
+        last = results[-1] if results else None
+        raise AssertionError(
+            f"the batch child died after {len(results)} runs (last: {last}; next case: "
+            f"{cases[len(results) // len(commands)] if results else cases[0]})\n"
+            + describe(result)[-4000:]
+        )
+    return results
+
+
+def bad_file_problems(run: dict[str, Any], name: str) -> list[str]:
+    """What is wrong with one run of a command on a damaged file (empty list: fine)."""
+    problems = []
+    if run["error"]:
+        problems.append(f"raised instead of exiting:\n{run['error']}")
+    if "Traceback" in run["stderr"]:
+        problems.append(f"printed a traceback:\n{run['stderr']}")
+    if run["code"] == 2:
+        # An empty file has no offset to name; anything else says where it went wrong.
+        if "offset" not in run["stderr"] and "(the file is empty)" not in run["stderr"]:
+            problems.append(f"exit 2 without an offset: {run['stderr']!r}")
+        if name not in run["stderr"]:
+            problems.append(f"exit 2 without naming the file: {run['stderr']!r}")
+    elif run["code"] != 0:
+        problems.append(f"exit {run['code']!r}: {run['stderr']!r}")
+    return problems
+
+
+def test_every_truncation_reads_or_exits_2(small_capture: Path, tmp_path: Path) -> None:
+    data = small_capture.read_bytes()
+    header_end, blocks = capture_blocks(data)
+    assert blocks and blocks[-1][1] == 2, "the capture does not end with a trailer block"
+    assert blocks[-1][0] + blocks[-1][2] == len(data)
+    block_ends = [header_end] + [offset + length for offset, _, length in blocks]
+
+    cases = [{"truncate": n} for n in range(len(data) + 1)]
+    results = run_batch(
+        tmp_path, small_capture, cases, [["stats", "{file}"], ["stats", "{file}", "--json"]]
+    )
+    problems: list[str] = []
+    events_before = 0
+    for n in range(len(data) + 1):
+        text, as_json = results[2 * n], results[2 * n + 1]
+        for run in (text, as_json):
+            for problem in bad_file_problems(run, "damaged.mtape"):
+                problems.append(f"cut at {n}: {problem}")
+        if n < header_end:
+            # Without a whole header there is nothing to read.
+            if text["code"] != 2:
+                problems.append(f"cut at {n} (in the header): exit {text['code']}")
+            elif n == 0 and "empty" not in text["stderr"]:
+                problems.append(f"empty file: {text['stderr']!r}")
+            continue
+        # A whole header: the capture reads, up to its last complete block.
+        if text["code"] != 0 or as_json["code"] != 0:
+            problems.append(f"cut at {n}: exit {text['code']}/{as_json['code']}: {text['stderr']}")
+            continue
+        if n == len(data):
+            if text["stderr"] or as_json["stderr"]:
+                problems.append(f"the whole file printed {text['stderr']!r}")
+            continue
+        note = CUT_SHORT.search(text["stderr"])
+        expected_at = max(end for end in block_ends if end <= n)
+        if not note or int(note.group(1)) != expected_at:
+            problems.append(f"cut at {n}: note {text['stderr']!r}, complete up to {expected_at}")
+        if "Peak memory:" not in text["stdout"]:
+            problems.append(f"cut at {n}: no statistics printed: {text['stdout'][:200]!r}")
+        summary = json.loads(as_json["stdout"])
+        if summary["run"]["cut_short"] is not True:
+            problems.append(f"cut at {n}: --json says cut_short={summary['run']['cut_short']}")
+        if summary["events"] < events_before:
+            problems.append(f"cut at {n}: {summary['events']} events, fewer than before")
+        events_before = summary["events"]
+    assert not problems, f"{len(problems)} problems, first ones:\n" + "\n".join(problems[:15])
+    full = json.loads(results[-1]["stdout"])
+    assert full["run"]["cut_short"] is False and events_before == full["events"]
+
+
+def damage_cases(data: bytes) -> list[dict[str, Any]]:
+    """Every byte of the file header's fixed part, its CRC and every block header, each
+    inverted; then seeded random single-byte changes and short random overwrites."""
+    header_end, blocks = capture_blocks(data)
+    structural = [*range(16), *range(header_end - 4, header_end)]
+    for offset, _, _ in blocks:
+        structural += range(offset, offset + 20)
+    cases: list[dict[str, Any]] = [{"write": [at, [data[at] ^ 0xFF]]} for at in structural]
+    rng = random.Random(SEED)
+    for _ in range(FLIPS):
+        at = rng.randrange(len(data))
+        cases.append({"write": [at, [data[at] ^ rng.randrange(1, 256)]]})
+    for _ in range(SMEARS):
+        at = rng.randrange(len(data))
+        cases.append({"write": [at, [rng.randrange(256) for _ in range(rng.randint(2, 64))]]})
+    return cases
+
+
+def test_damaged_bytes_exit_0_or_2(small_capture: Path, tmp_path: Path) -> None:
+    cases = damage_cases(small_capture.read_bytes())
+    commands = [["stats", "{file}"], ["top", "{file}", "--by", "traceback", "--at", "end"]]
+    results = run_batch(tmp_path, small_capture, cases, commands)
+    problems = [
+        f"{cases[run['case']]} {run['command'][0]}: {problem}"
+        for run in results
+        for problem in bad_file_problems(run, "damaged.mtape")
+    ]
+    assert not problems, (
+        f"{len(problems)} problems with damaged copies of {small_capture}, first ones:\n"
+        + "\n".join(problems[:15])
+    )
+    # The damage was seen: most single-byte changes make the file unreadable.
+    refused = sum(1 for run in results[::2] if run["code"] == 2)
+    assert refused > len(cases) // 2, refused
+
+
+def test_truncated_captures_make_every_output(small_capture: Path, tmp_path: Path) -> None:
+    """Every output of a capture cut short at many points: made, or refused with exit 2."""
+    data = small_capture.read_bytes()
+    header_end, _ = capture_blocks(data)
+    out = tmp_path / "out"
+    commands = [
+        ["report", "{file}", "--force", "-o", f"{out}.html"],
+        ["flamegraph", "{file}", "--force", "-o", f"{out}.fg.html"],
+        ["flamegraph", "{file}", "--leaks", "--folded", "--force", "-o", f"{out}.folded"],
+        ["export", "{file}", "--format", "torch", "--force", "-o", f"{out}.pickle"],
+        ["export", "{file}", "--format", "tracemalloc", "--force", "-o", f"{out}.tm"],
+        ["diff", "{file}", "--from", "start", "--to", "marker:halfway"],
+        ["top", "{file}", "--by", "filename", "--at", "end"],
+    ]
+    cuts = sorted({*range(0, len(data), 7), header_end, len(data) - 1})
+    results = run_batch(tmp_path, small_capture, [{"truncate": n} for n in cuts], commands)
+    problems = []
+    for run in results:
+        n = cuts[run["case"]]
+        for problem in bad_file_problems(run, "damaged.mtape"):
+            problems.append(f"cut at {n}, {run['command'][0]}: {problem}")
+        expect_ok = n >= header_end and run["command"][0] != "diff"
+        if expect_ok and run["code"] != 0:
+            problems.append(f"cut at {n}, {run['command']}: exit {run['code']}: {run['stderr']}")
+    assert not problems, f"{len(problems)} problems, first ones:\n" + "\n".join(problems[:15])
+
+
+def test_truncations_through_the_real_command(small_capture: Path, tmp_path: Path) -> None:
+    data = small_capture.read_bytes()
+    header_end, _ = capture_blocks(data)
+    for n, expected in ((5, 2), (header_end - 1, 2), (header_end + 3, 0), (len(data) - 1, 0)):
+        cut = tmp_path / f"cut{n}.mtape"
+        cut.write_bytes(data[:n])
+        result = memtape("stats", cut)
+        assert result.returncode == expected, describe(result)
+        assert no_traceback(result.stderr), describe(result)
+        assert str(cut) in result.stderr and "offset" in result.stderr, describe(result)
+        if expected == 0:
+            assert "cut short" in result.stderr
+
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00"
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (PNG, "not a memtape capture"),
+        (b"just some text\nnot a capture\n", "not a memtape capture"),
+        (b"", "empty"),
+        (b"MEMTAPE\x00\x63\x00\x00\x00\x02\x00\x00\x00{}\x00\x00\x00\x00", "version"),
+        (b"MEMTAPE\x00\x01\x00\x00\x00\xff\xff\xff\x7f{}", "offset"),
+    ],
+    ids=["png", "text", "empty", "future-version", "huge-metadata"],
+)
+def test_foreign_files_exit_2(tmp_path: Path, content: bytes, says: str) -> None:
+    path = tmp_path / "input.mtape"
+    path.write_bytes(content)
+    result = memtape("stats", path)
+    assert result.returncode == 2, describe(result)
+    assert result.stderr.startswith("memtape stats: ") and str(path) in result.stderr
+    assert says in result.stderr, describe(result)
+    assert no_traceback(result.stderr) and result.stdout == ""
+
+
+def test_missing_file_and_directory_exit_2(tmp_path: Path) -> None:
+    for path in (tmp_path / "missing.mtape", tmp_path):
+        result = memtape("stats", path)
+        assert result.returncode == 2, describe(result)
+        assert str(path) in result.stderr and no_traceback(result.stderr), describe(result)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["top", "{bad}"],
+        ["diff", "{good}", "{bad}"],
+        ["diff", "{bad}", "{good}"],
+        ["diff", "{bad}", "--from", "start", "--to", "end"],
+        ["flamegraph", "{bad}", "-o", "{out}"],
+        ["flamegraph", "{bad}", "--folded", "--leaks", "-o", "{out}"],
+        ["report", "{bad}", "-o", "{out}"],
+        ["export", "{bad}", "--format", "torch", "-o", "{out}"],
+        ["export", "{bad}", "--format", "tracemalloc", "-o", "{out}"],
+        ["export", "{bad}", "--format", "json", "-o", "{out}"],
+    ],
+    ids=lambda argv: "-".join(a for a in argv if not a.startswith(("{", "-"))),
+)
+def test_every_reading_command_refuses_a_corrupt_file(
+    small_capture: Path, tmp_path: Path, argv: list[str]
+) -> None:
+    bad = tmp_path / "bad.mtape"
+    data = bytearray(small_capture.read_bytes())
+    header_end, _ = capture_blocks(bytes(data))
+    data[header_end + 30] ^= 0xFF  # inside the first block's payload: its CRC fails
+    bad.write_bytes(bytes(data))
+    out = tmp_path / "out.file"
+    args = [a.format(bad=bad, good=small_capture, out=out) for a in argv]
+    result = memtape(*args)
+    assert result.returncode == 2, describe(result)
+    assert str(bad) in result.stderr and "offset" in result.stderr, describe(result)
+    assert no_traceback(result.stderr), describe(result)
+    assert not out.exists(), "an output file was written for a corrupt capture"

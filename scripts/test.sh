@@ -51,7 +51,7 @@ fuzz_reader() {
       -max_total_time="$seconds" -rss_limit_mb=2048 -print_final_stats=1)
   else
     echo "no nightly toolchain for cargo fuzz: running the stable stand-in for ${seconds}s"
-    MEMTAPE_FUZZ_SECS="$seconds" cargo test --release -p memtape-core bounded_fuzz -- --ignored
+    MEMTAPE_FUZZ_SECS="$seconds" cargo test --release -p memtape-core --features slow-tests bounded_fuzz
   fi
 }
 

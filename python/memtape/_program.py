@@ -4,6 +4,7 @@ status and exceptions."""
 
 from __future__ import annotations
 
+import linecache
 import os
 import runpy
 import sys
@@ -89,6 +90,9 @@ def run(program: Program, keep: list[dict[str, Any]] | None = None) -> None:
 
 def _run_code(code: str) -> dict[str, Any]:
     """``python -c``: the code runs as the ``__main__`` module (pickling its classes works)."""
+    if sys.version_info >= (3, 13):
+        # python -c shows the code's lines in tracebacks from 3.13 on.
+        linecache.cache["<string>"] = (len(code), None, code.splitlines(True), "<string>")
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = __builtins__
     saved = sys.modules.get("__main__")

@@ -1843,7 +1843,7 @@ print("ok")
     }
 
     #[test]
-    #[ignore = "timing; run with --release -- --ignored --nocapture"]
+    #[cfg(feature = "slow-tests")]
     fn one_million_events() {
         let snapshot = synthetic(1_000_000, 1000);
         let plain = TorchSnapshotWriter::new(&snapshot);

@@ -626,7 +626,7 @@ fn bounded_fuzz_smoke() {
 /// The stand-in for `cargo fuzz` on stable: `MEMTAPE_FUZZ_ITERS` inputs (default 300k) or
 /// `MEMTAPE_FUZZ_SECS` seconds (default 120), seed `MEMTAPE_FUZZ_SEED`.
 #[test]
-#[ignore = "long; run with --ignored"]
+#[cfg(feature = "slow-tests")]
 fn bounded_fuzz() {
     let env = |name: &str, default: u64| {
         std::env::var(name)
@@ -835,6 +835,7 @@ impl XorShift {
     }
 }
 
+#[cfg(feature = "slow-tests")]
 mod size {
     //! The size and speed measurement on a synthetic Python-like stream.
 
@@ -1197,7 +1198,7 @@ mod size {
 
     /// `cargo test --release -p memtape-core capture -- --ignored --nocapture`
     #[test]
-    #[ignore = "measurement: 20 M events, run in release"]
+    #[cfg(feature = "slow-tests")]
     fn capture_size_and_speed() {
         let count: usize = std::env::var("MEMTAPE_SIZE_EVENTS")
             .ok()

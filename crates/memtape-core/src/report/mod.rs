@@ -31,7 +31,7 @@ mod symbols;
 mod text;
 mod units;
 
-#[cfg(test)]
+#[cfg(all(test, feature = "slow-tests"))]
 mod perf_tests;
 
 pub use analysis::{Analysis, Analyzed};

@@ -219,21 +219,18 @@ fn measure(young_percent: u64) {
 }
 
 #[test]
-#[ignore = "performance: run with --release -- --ignored --nocapture"]
 fn twenty_million_events() {
     // Half the frees are temporaries, half random old blocks.
     measure(50);
 }
 
 #[test]
-#[ignore = "performance: run with --release -- --ignored --nocapture"]
 fn twenty_million_events_random_frees() {
     // Every free hits a random live block: one cache miss each.
     measure(0);
 }
 
 #[test]
-#[ignore = "performance: run with --release -- --ignored --nocapture"]
 fn twenty_million_events_from_a_file() {
     use crate::capture::{BlockEncoder, CaptureFileWriter, CaptureReader};
     use std::io::BufWriter;

@@ -116,6 +116,19 @@ fn parse_moment(spec: &str) -> PyResult<Moment> {
     )))
 }
 
+/// The launcher files `memtape run` listed in the metadata (see `cli/run.py`).
+fn launcher_files(metadata: &str) -> Vec<String> {
+    let meta: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
+    meta.get("launcher_files")
+        .and_then(|a| a.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn run_info(path: &Path, metadata: &str, summary: &ReadSummary) -> (RunInfo, usize) {
     let meta: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
     let trailer: serde_json::Value = summary
@@ -243,7 +256,10 @@ pub(crate) fn analyze_capture(
     };
     let mut analysis = Analysis::new(options);
     let (metadata, summary) = stream(py, &path, progress, |r| analysis.feed(r))?;
-    let analyzed = analysis.finish();
+    let mut analyzed = analysis.finish();
+    analyzed
+        .symbols
+        .hide_launcher_frames(launcher_files(&metadata));
     let (info, nframe) = run_info(&path, &metadata, &summary);
     Ok(PyCapture {
         path,

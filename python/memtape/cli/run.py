@@ -91,10 +91,19 @@ def default_output(program: Program) -> str:
     return f"memtape-{program.name}-{os.getpid()}.mtape"
 
 
-def metadata(opts: RunOptions) -> str:
+def launcher_files(launcher: str) -> list[str]:
+    """Files whose frames sit below the program's own in every recorded stack: memtape's
+    package (a prefix), runpy, and the command that started memtape. Reports leave them
+    out."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    return [package, os.path.abspath(runpy.__file__), "<frozen runpy>", launcher]
+
+
+def metadata(opts: RunOptions, launcher: str) -> str:
     """The capture header's metadata."""
     return json.dumps(
         {
+            "launcher_files": launcher_files(launcher),
             "tool": "memtape",
             "tool_version": __version__,
             "pid": os.getpid(),
@@ -157,9 +166,10 @@ def main(argv: list[str]) -> int:
     if os.path.exists(path) and not opts.force:
         print(f"memtape run: {shown} already exists; use --force to overwrite it", file=sys.stderr)
         return 2
+    launcher = os.path.abspath(sys.argv[0])  # before prepare() replaces sys.argv
     prepare(opts.program)
     try:
-        _native._start_capture(path, metadata(opts), opts.min_size)
+        _native._start_capture(path, metadata(opts, launcher), opts.min_size)
     except OSError as exc:
         print(f"memtape run: {exc}", file=sys.stderr)
         return 2

@@ -63,6 +63,9 @@ pub struct Symbols {
     frames: FxHashMap<u32, FrameKey>,
     /// Stack id -> (parent stack id, frame id).
     stacks: FxHashMap<u32, (u32, u32)>,
+    /// Files of the launcher (`memtape run`'s own code, runpy): outermost frames in them
+    /// are left out of stacks, keeping at least one frame.
+    launcher_files: Vec<String>,
 }
 
 impl Symbols {
@@ -121,9 +124,40 @@ impl Symbols {
             .unwrap_or(FrameKey::UNRESOLVED)
     }
 
+    /// Leaves the outermost frames whose file is one of `files`, or starts with one that
+    /// ends in a path separator, out of every stack (at least one frame stays): the
+    /// program launcher's frames below the program's own.
+    pub fn hide_launcher_frames(&mut self, files: Vec<String>) {
+        self.launcher_files = files;
+    }
+
+    fn is_launcher(&self, key: FrameKey) -> bool {
+        let name = self.name(key.filename);
+        self.launcher_files.iter().any(|f| {
+            if f.ends_with('/') || f.ends_with('\\') {
+                name.starts_with(f.as_str())
+            } else {
+                name == f
+            }
+        })
+    }
+
     /// Appends the frames of `stack` to `out`, innermost first. Stack 0 has none; an
-    /// undefined stack (or parent) ends the walk with one unresolved frame.
+    /// undefined stack (or parent) ends the walk with one unresolved frame. Launcher
+    /// frames at the outer end are left out (see [`Symbols::hide_launcher_frames`]).
     pub fn frame_keys_into(&self, stack: u32, out: &mut Vec<FrameKey>) {
+        let base = out.len();
+        self.walk_keys_into(stack, out);
+        if !self.launcher_files.is_empty() {
+            let mut end = out.len();
+            while end > base + 1 && self.is_launcher(out[end - 1]) {
+                end -= 1;
+            }
+            out.truncate(end);
+        }
+    }
+
+    fn walk_keys_into(&self, stack: u32, out: &mut Vec<FrameKey>) {
         let mut id = stack;
         // A walk through distinct defined stacks visits at most that many: a longer one
         // is a cycle in a damaged capture, cut short like an undefined parent.
@@ -257,5 +291,84 @@ mod tests {
         let cycle = triples(&s, 8);
         assert_eq!(cycle.len(), 4);
         assert_eq!(cycle[3], u);
+    }
+}
+
+#[cfg(test)]
+mod launcher_tests {
+    use super::*;
+
+    #[test]
+    fn launcher_frames_leave_the_outer_end_but_one_frame_stays() {
+        let mut s = Symbols::new();
+        let records = [
+            Record::String {
+                id: 1,
+                value: "/lib/memtape/cli/run.py",
+            },
+            Record::String {
+                id: 2,
+                value: "<frozen runpy>",
+            },
+            Record::String {
+                id: 3,
+                value: "app.py",
+            },
+            Record::String { id: 4, value: "f" },
+            Record::Frame {
+                id: 1,
+                filename: 1,
+                name: 4,
+                line: 1,
+            },
+            Record::Frame {
+                id: 2,
+                filename: 2,
+                name: 4,
+                line: 2,
+            },
+            Record::Frame {
+                id: 3,
+                filename: 3,
+                name: 4,
+                line: 3,
+            },
+            Record::Stack {
+                id: 1,
+                parent: 0,
+                frame: 1,
+            },
+            Record::Stack {
+                id: 2,
+                parent: 1,
+                frame: 2,
+            },
+            Record::Stack {
+                id: 3,
+                parent: 2,
+                frame: 3,
+            },
+            // A launcher frame above the program's: kept (only the outer end goes).
+            Record::Stack {
+                id: 4,
+                parent: 3,
+                frame: 2,
+            },
+        ];
+        for r in &records {
+            s.feed(r);
+        }
+        s.hide_launcher_frames(vec!["/lib/memtape/".into(), "<frozen runpy>".into()]);
+        let files = |stack| {
+            s.frames_of(stack)
+                .iter()
+                .map(|f| f.filename)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(files(3), vec!["app.py"]);
+        assert_eq!(files(4), vec!["<frozen runpy>", "app.py"]);
+        // Launcher code only: the innermost frame stays.
+        assert_eq!(files(2), vec!["<frozen runpy>"]);
+        assert_eq!(files(0), Vec::<&str>::new());
     }
 }

@@ -157,6 +157,24 @@ impl AllocatorState {
         let key = (r.device, r.addr);
         let (addr, device) = (r.addr, r.device);
         let existing = self.buffers.get(&key).copied();
+        // The buffer at the address, which the action needs active (true) or cached.
+        let in_state = |active: bool| -> Result<Buffer, AllocatorError> {
+            let b = existing.ok_or(AllocatorError::UnknownAddress {
+                action,
+                addr,
+                device,
+            })?;
+            if b.active != active {
+                return Err(AllocatorError::WrongState {
+                    action,
+                    addr,
+                    device,
+                    state: state_name(b.active),
+                    needed: state_name(active),
+                });
+            }
+            Ok(b)
+        };
         match r.action {
             Action::AllocNew | Action::AllocMakeBuffer => {
                 if let Some(b) = existing {
@@ -185,20 +203,7 @@ impl AllocatorState {
                 })
             }
             Action::AllocReuse => {
-                let b = existing.ok_or(AllocatorError::UnknownAddress {
-                    action,
-                    addr,
-                    device,
-                })?;
-                if b.active {
-                    return Err(AllocatorError::WrongState {
-                        action,
-                        addr,
-                        device,
-                        state: "active",
-                        needed: "cached",
-                    });
-                }
+                let b = in_state(false)?;
                 let requested_size =
                     r.requested_size
                         .unwrap_or(if r.size == 0 { b.size } else { r.size });
@@ -227,20 +232,7 @@ impl AllocatorState {
                 })
             }
             Action::FreeActiveToCache | Action::FreeActiveToOs | Action::Release => {
-                let b = existing.ok_or(AllocatorError::UnknownAddress {
-                    action,
-                    addr,
-                    device,
-                })?;
-                if !b.active {
-                    return Err(AllocatorError::WrongState {
-                        action,
-                        addr,
-                        device,
-                        state: "cached",
-                        needed: "active",
-                    });
-                }
+                let b = in_state(true)?;
                 if r.action == Action::FreeActiveToCache {
                     self.buffers.insert(key, Buffer { active: false, ..b });
                 } else {
@@ -252,20 +244,7 @@ impl AllocatorState {
                 })
             }
             Action::FreeCacheToOs => {
-                let b = existing.ok_or(AllocatorError::UnknownAddress {
-                    action,
-                    addr,
-                    device,
-                })?;
-                if b.active {
-                    return Err(AllocatorError::WrongState {
-                        action,
-                        addr,
-                        device,
-                        state: state_name(true),
-                        needed: "cached",
-                    });
-                }
+                let b = in_state(false)?;
                 self.buffers.remove(&key);
                 Ok(Applied {
                     size: b.size,

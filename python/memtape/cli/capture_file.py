@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -40,6 +41,12 @@ def fail(command: str, message: str) -> NoReturn:
     """Prints ``memtape COMMAND: message`` and exits with status 2."""
     print(f"memtape {command}: {message}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def refuse_overwrite(command: str, path: str, force: bool) -> None:
+    """Exits with status 2 when ``path`` exists and ``--force`` was not given."""
+    if os.path.exists(path) and not force:
+        fail(command, f"{path} already exists; use --force to overwrite it")
 
 
 def open_capture(command: str, path: str, moments: Sequence[str] = ()) -> _native.Capture:

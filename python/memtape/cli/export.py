@@ -10,9 +10,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 
-from memtape.cli.capture_file import Progress, fail, open_capture, write_text
+from memtape.cli.capture_file import Progress, fail, open_capture, refuse_overwrite, write_text
 
 
 def main(argv: list[str]) -> int:
@@ -25,8 +24,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--max-entries", type=int, default=100_000, help="torch: events kept")
     p.add_argument("--force", action="store_true", help="overwrite the output file")
     args = p.parse_args(argv)
-    if os.path.exists(args.output) and not args.force:
-        fail("export", f"{args.output} already exists; use --force to overwrite it")
+    refuse_overwrite("export", args.output, args.force)
     capture = open_capture("export", args.file)
     progress = Progress(f"exporting {args.file}")
     try:

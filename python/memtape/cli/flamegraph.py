@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from memtape.cli.capture_file import fail, open_capture, write_text
+from memtape.cli.capture_file import open_capture, refuse_overwrite, write_text
 
 
 def main(argv: list[str]) -> int:
@@ -17,7 +17,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--folded", action="store_true", help="write folded stacks instead of HTML")
     p.add_argument("--force", action="store_true", help="overwrite the output file")
     args = p.parse_args(argv)
-    _refuse_overwrite("flamegraph", args.output, args.force)
+    refuse_overwrite("flamegraph", args.output, args.force)
     capture = open_capture("flamegraph", args.file)
     at = "end" if args.leaks else "peak"
     if args.folded:
@@ -28,10 +28,3 @@ def main(argv: list[str]) -> int:
     write_text("flamegraph", args.output, capture.flamegraph_html(at, title, args.file))
     print(f"wrote {args.output}")
     return 0
-
-
-def _refuse_overwrite(command: str, path: str, force: bool) -> None:
-    import os
-
-    if os.path.exists(path) and not force:
-        fail(command, f"{path} already exists; use --force to overwrite it")

@@ -5,9 +5,8 @@ metadata."""
 from __future__ import annotations
 
 import argparse
-import os
 
-from memtape.cli.capture_file import fail, open_capture, write_text
+from memtape.cli.capture_file import open_capture, refuse_overwrite, write_text
 
 
 def main(argv: list[str]) -> int:
@@ -17,8 +16,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--top", type=int, default=50, help="sites in the table (default 50)")
     p.add_argument("--force", action="store_true", help="overwrite the output file")
     args = p.parse_args(argv)
-    if os.path.exists(args.output) and not args.force:
-        fail("report", f"{args.output} already exists; use --force to overwrite it")
+    refuse_overwrite("report", args.output, args.force)
     capture = open_capture("report", args.file)
     write_text("report", args.output, capture.html_report(args.top))
     print(f"wrote {args.output}")

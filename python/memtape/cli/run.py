@@ -17,6 +17,7 @@ from types import TracebackType
 
 from memtape import __version__, _native
 from memtape._program import Program, prepare, run, split_program
+from memtape.cli.capture_file import refuse_overwrite
 
 USAGE = (
     "usage: memtape run [-o FILE] [--nframe N] [--min-size BYTES] [--force] [--quiet]\n"
@@ -163,9 +164,7 @@ def main(argv: list[str]) -> int:
         return 2
     shown = opts.output or default_output(opts.program)
     path = os.path.abspath(shown)  # the program may change directory
-    if os.path.exists(path) and not opts.force:
-        print(f"memtape run: {shown} already exists; use --force to overwrite it", file=sys.stderr)
-        return 2
+    refuse_overwrite("run", shown, opts.force)
     launcher = os.path.abspath(sys.argv[0])  # before prepare() replaces sys.argv
     prepare(opts.program)
     try:

@@ -86,7 +86,7 @@ fn copy_events(py: Python<'_>) -> CopiedEvents {
                 ..Default::default()
             },
             raw: FxHashMap::default(),
-            _codes: HeldCodes::hold(py, &memtape_core::StackTable::new(), [], 0),
+            _codes: HeldCodes::default(),
         };
     };
     let (events, limit): (Vec<Event>, usize) = match rec.events.as_ref() {
@@ -119,10 +119,14 @@ fn copy_events(py: Python<'_>) -> CopiedEvents {
 /// The recorded events with resolved frames (innermost first), plus allocator segments.
 pub(crate) fn memory_snapshot(py: Python<'_>) -> MemorySnapshot {
     hook_mode::untraced(|| {
-        let copied = copy_events(py);
+        // `_codes` keeps the code objects alive until the frames are resolved.
+        let CopiedEvents {
+            mut snapshot,
+            raw,
+            _codes,
+        } = copy_events(py);
         let mut resolver = FrameResolver::new(py);
-        let mut snapshot = copied.snapshot.clone();
-        for (&id, frames) in &copied.raw {
+        for (&id, frames) in &raw {
             let resolved = frames
                 .iter()
                 .map(|f| {

@@ -11,6 +11,7 @@ use crate::frames::RawFrame;
 
 /// Strong references on code objects, taken under the recorder lock and dropped when this
 /// goes out of scope (with the GIL held), so resolving never reads a freed code object.
+#[derive(Default)]
 pub(crate) struct HeldCodes(Vec<usize>);
 
 impl HeldCodes {

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use memtape_core::{Action, AllocatorReport, Event, StackId};
+use memtape_core::{Action, AllocatorReport, Event, StackId, EMPTY_STACK};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -101,7 +101,7 @@ pub(crate) struct Report {
 }
 
 fn attribute(rec: &mut Recorder, walked: Option<capture::Walked<'_>>) -> (StackId, u32) {
-    let own = walked.map_or(crate::recorder::UNKNOWN_STACK, |w| w.intern(rec));
+    let own = walked.map_or(EMPTY_STACK, |w| w.intern(rec));
     rec.attributed_stack(op_context::current(), own)
 }
 

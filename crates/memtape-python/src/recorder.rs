@@ -7,8 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use memtape_core::{
-    Action, AllocatorState, Event, EventRing, LiveTable, StackId, StackTable, EMPTY_STACK,
-    HOST_DEVICE,
+    Action, AllocatorState, Event, EventRing, LiveTable, StackId, StackTable, HOST_DEVICE,
 };
 use pyo3::ffi;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -370,6 +369,3 @@ pub(crate) fn events_recording() -> bool {
         .and_then(|r| r.events.as_ref())
         .is_some_and(|e| e.recording)
 }
-
-/// The stack to use when a caller has none (no GIL to walk): the empty stack.
-pub(crate) const UNKNOWN_STACK: StackId = EMPTY_STACK;

@@ -116,20 +116,9 @@ fn parse_moment(spec: &str) -> PyResult<Moment> {
     )))
 }
 
-/// The launcher files `memtape run` listed in the metadata (see `cli/run.py`).
-fn launcher_files(metadata: &str) -> Vec<String> {
-    let meta: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
-    meta.get("launcher_files")
-        .and_then(|a| a.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn run_info(path: &Path, metadata: &str, summary: &ReadSummary) -> (RunInfo, usize) {
+/// What the header and trailer say: the run, the frame limit, and the launcher files
+/// `memtape run` listed (see `cli/run.py`).
+fn run_info(path: &Path, metadata: &str, summary: &ReadSummary) -> (RunInfo, usize, Vec<String>) {
     let meta: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
     let trailer: serde_json::Value = summary
         .trailer_json
@@ -159,7 +148,16 @@ fn run_info(path: &Path, metadata: &str, summary: &ReadSummary) -> (RunInfo, usi
         cut_short: !summary.complete,
     };
     let nframe = meta.get("nframe").and_then(|n| n.as_u64()).unwrap_or(0) as usize;
-    (info, nframe)
+    let launcher_files = meta
+        .get("launcher_files")
+        .and_then(|a| a.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    (info, nframe, launcher_files)
 }
 
 fn parse_group_by(by: &str) -> PyResult<GroupBy> {
@@ -257,10 +255,8 @@ pub(crate) fn analyze_capture(
     let mut analysis = Analysis::new(options);
     let (metadata, summary) = stream(py, &path, progress, |r| analysis.feed(r))?;
     let mut analyzed = analysis.finish();
-    analyzed
-        .symbols
-        .hide_launcher_frames(launcher_files(&metadata));
-    let (info, nframe) = run_info(&path, &metadata, &summary);
+    let (info, nframe, launcher_files) = run_info(&path, &metadata, &summary);
+    analyzed.symbols.hide_launcher_frames(launcher_files);
     Ok(PyCapture {
         path,
         info,

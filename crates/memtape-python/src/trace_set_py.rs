@@ -64,6 +64,17 @@ impl<'a, 'py> TupleCache<'a, 'py> {
     }
 }
 
+/// Each distinct `(domain, traceback)` pair of a set, numbered in order of first
+/// appearance: the order `pairs()` lists them and `select()` takes its flags in.
+fn pair_order(set: &TraceSet) -> FxHashMap<(u64, u32), usize> {
+    let mut order: FxHashMap<(u64, u32), usize> = FxHashMap::default();
+    for t in set.traces() {
+        let n = order.len();
+        order.entry((t.domain, t.traceback)).or_insert(n);
+    }
+    order
+}
+
 /// tracemalloc's raw trace tuples `(domain, size, frames, total_nframe)`.
 pub(crate) fn raw_traces<'py>(py: Python<'py>, set: &TraceSet) -> PyResult<Bound<'py, PyList>> {
     let mut cache = TupleCache::new(py, set);
@@ -98,7 +109,6 @@ impl PyTraceSet {
     #[staticmethod]
     fn from_traces(traces: &Bound<'_, PyAny>) -> PyResult<Self> {
         let mut b = TraceSetBuilder::new();
-        let mut frame_ids: FxHashMap<(String, i64), u32> = FxHashMap::default();
         for item in traces.try_iter()? {
             let item = item?;
             let t = item.downcast::<PyTuple>().map_err(|_| {
@@ -119,16 +129,8 @@ impl PyTraceSet {
             let mut frames = Vec::new();
             for f in t.get_item(2)?.try_iter()? {
                 let (file, line): (String, i64) = f?.extract()?;
-                let id = match frame_ids.get(&(file.clone(), line)) {
-                    Some(id) => *id,
-                    None => {
-                        let fid = b.filename(&file);
-                        let id = b.frame(fid, line);
-                        frame_ids.insert((file, line), id);
-                        id
-                    }
-                };
-                frames.push(id);
+                let file = b.filename(&file);
+                frames.push(b.frame(file, line));
             }
             let tb = b.traceback(frames, total);
             b.trace(domain, size, tb);
@@ -171,23 +173,21 @@ impl PyTraceSet {
     /// takes one keep-flag per pair.
     fn pairs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let mut cache = TupleCache::new(py, &self.inner);
+        let order = pair_order(&self.inner);
+        let mut pairs = vec![(0, 0); order.len()];
+        for (&pair, &i) in &order {
+            pairs[i] = pair;
+        }
         let list = PyList::empty(py);
-        let mut seen: FxHashMap<(u64, u32), ()> = FxHashMap::default();
-        for t in self.inner.traces() {
-            if seen.insert((t.domain, t.traceback), ()).is_none() {
-                list.append((t.domain, cache.traceback(t.traceback)?))?;
-            }
+        for (domain, traceback) in pairs {
+            list.append((domain, cache.traceback(traceback)?))?;
         }
         Ok(list)
     }
 
     /// The traces whose `(domain, frames)` pair is kept (`keep` follows `pairs()`).
     fn select(&self, keep: Vec<bool>) -> PyResult<Self> {
-        let mut index: FxHashMap<(u64, u32), usize> = FxHashMap::default();
-        for t in self.inner.traces() {
-            let n = index.len();
-            index.entry((t.domain, t.traceback)).or_insert(n);
-        }
+        let index = pair_order(&self.inner);
         if keep.len() != index.len() {
             return Err(PyValueError::new_err(format!(
                 "select() needs one flag per pair: got {}, expected {}",

@@ -300,6 +300,7 @@ pub fn flamegraph_html(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::live_by_stack::st;
     use crate::report::record::Record;
 
     const HOSTILE_SCRIPT: &str = "</script><script>alert(1)</script>";
@@ -366,14 +367,6 @@ mod tests {
             s.feed(r);
         }
         s
-    }
-
-    fn st(stack: u32, bytes: u64, count: u64) -> StackTotal {
-        StackTotal {
-            stack,
-            bytes,
-            count,
-        }
     }
 
     #[test]

@@ -19,6 +19,16 @@ pub struct StackTotal {
     pub count: u64,
 }
 
+/// A table row, for tests.
+#[cfg(test)]
+pub(crate) fn st(stack: u32, bytes: u64, count: u64) -> StackTotal {
+    StackTotal {
+        stack,
+        bytes,
+        count,
+    }
+}
+
 /// Sum of the bytes of a table.
 pub fn total_bytes(table: &[StackTotal]) -> u64 {
     table.iter().map(|t| t.bytes).sum()

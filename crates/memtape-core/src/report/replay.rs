@@ -317,6 +317,7 @@ impl Replay {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::live_by_stack::st;
 
     fn alloc(addr: u64, size: u64, stack: u32) -> Record<'static> {
         Record::Alloc {
@@ -337,14 +338,6 @@ mod tests {
             r.feed(rec);
         }
         r.finish()
-    }
-
-    fn st(stack: u32, bytes: u64, count: u64) -> StackTotal {
-        StackTotal {
-            stack,
-            bytes,
-            count,
-        }
     }
 
     #[test]

@@ -173,6 +173,7 @@ pub fn group_sites_with_tracebacks(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::live_by_stack::st;
     use crate::report::record::Record;
 
     /// Files a.py and b.py; stacks: 1 = a.py:1 f; 2 = 1 + a.py:2 g; 3 = 1 + b.py:5 h;
@@ -234,14 +235,6 @@ mod tests {
             s.feed(r);
         }
         s
-    }
-
-    fn st(stack: u32, bytes: u64, count: u64) -> StackTotal {
-        StackTotal {
-            stack,
-            bytes,
-            count,
-        }
     }
 
     /// `(frames as (file, line), bytes, count)`.

@@ -25,7 +25,7 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from memtape import _tracemalloc
+from memtape import _tracemalloc as backend
 
 # What makes memtape the tracer of a new interpreter (read by memtape_startup.pth), as
 # PYTHONTRACEMALLOC does for the builtin one.
@@ -53,8 +53,10 @@ def _builtin_module() -> ModuleType:
     """The interpreter's builtin ``_tracemalloc``, whatever ``sys.modules`` holds now."""
     held = sys.modules.get("_tracemalloc")
     if held is None:
-        import _tracemalloc as held
-    elif held is _tracemalloc:
+        import _tracemalloc
+
+        return _tracemalloc
+    if held is backend:
         # Put there by someone else (CPython's conformance shim does): find the original.
         import importlib.machinery
         import importlib.util
@@ -67,12 +69,12 @@ def _builtin_module() -> ModuleType:
 
 def _redirect(module: ModuleType) -> None:
     for name in FUNCTIONS:
-        setattr(module, name, getattr(_tracemalloc, name))
+        setattr(module, name, getattr(backend, name))
 
 
 def installed() -> bool:
     """Whether memtape is the process's tracer."""
-    return sys.modules.get("_tracemalloc") is _tracemalloc and bool(_builtin_functions)
+    return sys.modules.get("_tracemalloc") is backend and bool(_builtin_functions)
 
 
 def builtin_is_tracing() -> bool:
@@ -94,9 +96,9 @@ def install() -> None:
         limit = builtin.get_traceback_limit()
         builtin.stop()
     _redirect(builtin)
-    sys.modules["_tracemalloc"] = _tracemalloc
+    sys.modules["_tracemalloc"] = backend
     stdlib = sys.modules.get("tracemalloc")
     if stdlib is not None and stdlib.__name__ == "tracemalloc":
         _redirect(stdlib)
     if limit is not None:
-        _tracemalloc.start(limit)
+        backend.start(limit)

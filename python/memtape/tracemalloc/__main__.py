@@ -16,9 +16,9 @@ import os
 import sys
 from typing import NamedTuple, NoReturn
 
-from memtape import tracemalloc
+from memtape import _native, tracemalloc
 from memtape._process_tracer import ENV_VAR
-from memtape._program import Program, prepare, run, split_program
+from memtape._program import Program, prepare, program_launcher_files, run, split_program
 
 USAGE = (
     "usage: python -m memtape.tracemalloc [-n NFRAME] [--top N] "
@@ -92,6 +92,8 @@ def main(argv: list[str] | None = None) -> NoReturn:
         _usage_error(f"--nframe: {exc}")
     tracemalloc.install()
     os.environ[ENV_VAR] = str(inv.nframe)
+    # Tracebacks start at the program's first frame, as under python -X tracemalloc.
+    _native._hide_launcher_frames(program_launcher_files())
     prepare(inv.program)
     try:
         run(inv.program)

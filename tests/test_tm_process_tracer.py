@@ -199,9 +199,7 @@ def test_the_stdlib_tracer_cannot_start_beside_memtape(memtape_name: str, tmp_pa
         seen += [mt.is_tracing(), mt.get_traceback_limit(), _process_tracer.builtin_is_tracing()]
         print(json.dumps(seen))
     """
-    seen = run_probe(
-        tmp_path, body, "-X", "tracemalloc=3", env={"MEMTAPE_TRACEMALLOC": "5"}
-    )
+    seen = run_probe(tmp_path, body, "-X", "tracemalloc=3", env={"MEMTAPE_TRACEMALLOC": "5"})
     assert seen == [5, False, 5, False, False, True, 7, False]
 
 

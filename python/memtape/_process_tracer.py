@@ -32,18 +32,7 @@ from memtape import _tracemalloc as backend
 ENV_VAR = "MEMTAPE_TRACEMALLOC"
 
 # The ten names of the builtin `_tracemalloc` (tracemalloc.py imports them all).
-FUNCTIONS = (
-    "_get_object_traceback",
-    "_get_traces",
-    "clear_traces",
-    "get_traceback_limit",
-    "get_traced_memory",
-    "get_tracemalloc_memory",
-    "is_tracing",
-    "reset_peak",
-    "start",
-    "stop",
-)
+FUNCTIONS = (*backend.__all__, "_get_object_traceback", "_get_traces")
 
 # The builtin module's own functions, kept before install() replaces them.
 _builtin_functions: dict[str, object] = {}

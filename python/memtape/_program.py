@@ -104,3 +104,10 @@ def _run_code(code: str) -> dict[str, Any]:
         if saved is not None:
             sys.modules["__main__"] = saved
     return main.__dict__
+
+
+def program_launcher_files() -> list[str]:
+    """Files whose frames sit below a program run by :func:`run` in every stack: memtape's
+    package (a directory, so a prefix) and runpy."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    return [package, os.path.abspath(runpy.__file__), "<frozen runpy>"]

@@ -5,6 +5,10 @@ is set (and does nothing else otherwise), before any user code runs. It mirrors
 ``PYTHONTRACEMALLOC``: a positive number of frames starts tracing, 0 or unset does
 nothing, and ``-E``/``-I`` (ignore environment) disable it. A bad value never stops the
 user's program: it is reported on stderr and ignored.
+
+memtape then is the process's tracer (:mod:`memtape._process_tracer`): the standard
+library's ``tracemalloc``, and so ``warnings``, pytest and every other caller, answers
+with memtape's traces. Children inherit the variable as they inherit ``PYTHONTRACEMALLOC``.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-ENV_VAR = "MEMTAPE_TRACEMALLOC"
+from memtape._process_tracer import ENV_VAR
 
 
 def requested_nframe(environ: dict[str, str] | os._Environ[str] = os.environ) -> int | None:
@@ -51,6 +55,7 @@ def activate() -> None:
     from memtape import tracemalloc
 
     tracemalloc.start(nframe)
+    tracemalloc.install()
 
 
 activate()

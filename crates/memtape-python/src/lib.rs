@@ -13,6 +13,7 @@ mod frames;
 mod framework_api;
 mod hook_mode;
 mod hooks;
+mod launcher_frames;
 mod numpy_handler;
 mod object_block;
 mod op_context;
@@ -59,6 +60,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tracemalloc_api::_get_traces, m)?)?;
     m.add_function(wrap_pyfunction!(tracemalloc_api::_get_object_traceback, m)?)?;
     m.add_function(wrap_pyfunction!(tracemalloc_api::_take_trace_set, m)?)?;
+    m.add_function(wrap_pyfunction!(launcher_frames::_hide_launcher_frames, m)?)?;
     m.add_function(wrap_pyfunction!(event_api::record_memory_events, m)?)?;
     m.add_function(wrap_pyfunction!(event_api::is_recording_memory_events, m)?)?;
     m.add_function(wrap_pyfunction!(event_api::memory_event_counts, m)?)?;

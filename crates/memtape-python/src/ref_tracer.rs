@@ -2,6 +2,13 @@
 //! traceback of its first allocation. CPython 3.13 lets a tracer see every new reference
 //! (`PyRefTracer_SetTracer`), which we use to re-stamp such blocks with the current stack,
 //! as tracemalloc does; 3.11 and 3.12 only notify their built-in tracer.
+//!
+//! CPython also reports an object that its finalizer resurrected (a `ResourceWarning`
+//! whose record keeps the unclosed file alive does) as a new reference, from inside its
+//! deallocation. tracemalloc re-stamps it there, so it blames the line that dropped the
+//! object (`del f`). A resurrected object of a garbage-collected type is still tracked by
+//! the collector at that moment, while an object reused from a free list is tracked only
+//! after it is initialised: memtape keeps the traceback of the creation for the former.
 
 #[cfg(Py_3_13)]
 mod imp {
@@ -25,6 +32,11 @@ mod imp {
     extern "C" fn on_ref_event(obj: *mut ffi::PyObject, event: c_int, _data: *mut c_void) -> c_int {
         if event != PYREFTRACER_CREATE || !TRACING.load(Ordering::Relaxed) {
             return 0;
+        }
+        // SAFETY: CPython calls the tracer with the GIL held and a live object;
+        // PyObject_GC_IsTracked only reads its type flags and GC header.
+        if unsafe { ffi::PyObject_GC_IsTracked(obj) } != 0 {
+            return 0; // resurrected by its finalizer: same object, same creation site
         }
         let Some(t) = hook_mode::thread().filter(|t| t.mode() == HookMode::Idle) else {
             return 0;

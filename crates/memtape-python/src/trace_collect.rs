@@ -7,16 +7,18 @@
 
 use std::sync::atomic::Ordering;
 
+use memtape_core::report::is_launcher_file;
 use memtape_core::{StackId, TraceSet, TraceSetBuilder};
 use pyo3::prelude::*;
 use rustc_hash::FxHashMap;
 
 use crate::frame_resolve::{raw_frames, FrameResolver, HeldCodes};
 use crate::frames::RawFrame;
-use crate::hook_mode;
 use crate::recorder::{MAX_NFRAME, NFRAME, RECORDER};
+use crate::{hook_mode, launcher_frames};
 
-/// A stack truncated to the traceback limit, innermost first, with its full depth.
+/// A stack truncated to the traceback limit (whole when launcher frames are hidden),
+/// innermost first, with its full depth.
 struct CollectedStack {
     frames: Vec<RawFrame>,
     total_nframe: u64,
@@ -26,11 +28,20 @@ struct CollectedStack {
 struct Collected {
     traces: Vec<(u32, u64, StackId)>,
     stacks: FxHashMap<StackId, CollectedStack>,
+    nframe: usize,
+    launcher_files: Vec<String>,
     _codes: HeldCodes,
 }
 
 fn collect(py: Python<'_>, only: Option<(u32, u64)>) -> Option<Collected> {
     let nframe = NFRAME.load(Ordering::Relaxed) as usize;
+    let launcher_files = launcher_frames::files();
+    // Launcher frames are found from the outer end: take whole stacks then.
+    let limit = if launcher_files.is_empty() {
+        nframe
+    } else {
+        usize::MAX
+    };
     let guard = RECORDER.lock();
     let rec = guard.as_ref().filter(|r| r.tracing)?;
     let traces: Vec<(u32, u64, StackId)> = match only {
@@ -47,14 +58,16 @@ fn collect(py: Python<'_>, only: Option<(u32, u64)>) -> Option<Collected> {
     let mut stacks = FxHashMap::default();
     for &(_, _, stack) in &traces {
         stacks.entry(stack).or_insert_with(|| CollectedStack {
-            frames: raw_frames(&rec.stacks, stack, nframe),
+            frames: raw_frames(&rec.stacks, stack, limit),
             total_nframe: u64::from(rec.stacks.depth(stack).min(MAX_NFRAME)),
         });
     }
-    let codes = HeldCodes::hold(py, &rec.stacks, stacks.keys(), nframe);
+    let codes = HeldCodes::hold(py, &rec.stacks, stacks.keys(), limit);
     Some(Collected {
         traces,
         stacks,
+        nframe,
+        launcher_files,
         _codes: codes,
     })
 }
@@ -65,8 +78,23 @@ fn resolve(py: Python<'_>, collected: &Collected) -> TraceSet {
     let mut files: FxHashMap<usize, u32> = FxHashMap::default();
     let mut tracebacks: FxHashMap<StackId, u32> = FxHashMap::default();
     for (&id, stack) in &collected.stacks {
-        let mut frames: Vec<u32> = Vec::with_capacity(stack.frames.len());
-        for f in &stack.frames {
+        let mut total_nframe = stack.total_nframe;
+        let mut shown = &stack.frames[..];
+        if !collected.launcher_files.is_empty() {
+            let mut keep = shown.len();
+            while keep > 1
+                && is_launcher_file(
+                    &collected.launcher_files,
+                    &resolver.names(shown[keep - 1].code).0,
+                )
+            {
+                keep -= 1;
+            }
+            total_nframe = total_nframe.min(keep as u64);
+            shown = &shown[..keep.min(collected.nframe)];
+        }
+        let mut frames: Vec<u32> = Vec::with_capacity(shown.len());
+        for f in shown {
             let file = match files.get(&f.code) {
                 Some(file) => *file,
                 None => {
@@ -83,7 +111,7 @@ fn resolve(py: Python<'_>, collected: &Collected) -> TraceSet {
             let file = builder.filename("<unknown>");
             frames.push(builder.frame(file, 0));
         }
-        tracebacks.insert(id, builder.traceback(frames, Some(stack.total_nframe)));
+        tracebacks.insert(id, builder.traceback(frames, Some(total_nframe)));
     }
     for &(domain, size, stack) in &collected.traces {
         builder.trace(u64::from(domain), size, tracebacks[&stack]);

@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import platform
-import runpy
 import signal
 import sys
 import threading
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from memtape import __version__, _native
-from memtape._program import Program, prepare, run, split_program
+from memtape._program import Program, prepare, program_launcher_files, run, split_program
 from memtape.cli.capture_file import refuse_overwrite
 
 USAGE = (
@@ -94,10 +93,8 @@ def default_output(program: Program) -> str:
 
 def launcher_files(launcher: str) -> list[str]:
     """Files whose frames sit below the program's own in every recorded stack: memtape's
-    package (a prefix), runpy, and the command that started memtape. Reports leave them
-    out."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    return [package, os.path.abspath(runpy.__file__), "<frozen runpy>", launcher]
+    package and runpy, and the command that started memtape. Reports leave them out."""
+    return [*program_launcher_files(), launcher]
 
 
 def metadata(opts: RunOptions, launcher: str) -> str:
@@ -121,8 +118,7 @@ def metadata(opts: RunOptions, launcher: str) -> str:
 
 def _strip_our_frames(tb: TracebackType | None) -> TracebackType | None:
     """The traceback from the program's first frame on (drops memtape's and runpy's)."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    ours = {os.path.abspath(runpy.__file__), "<frozen runpy>"}
+    package, *ours = program_launcher_files()
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
         if not (filename.startswith(package) or filename in ours):

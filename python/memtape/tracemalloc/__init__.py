@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from functools import total_ordering
 from typing import Any, Literal, overload
 
-from memtape import _native
+from memtape import _native, _process_tracer
 from memtape._native import (
     _get_object_traceback,
     _get_traces,
@@ -49,6 +49,7 @@ __all__ = [
     "get_traceback_limit",
     "get_traced_memory",
     "get_tracemalloc_memory",
+    "install",
     "is_tracing",
     "reset_peak",
     "start",
@@ -615,3 +616,14 @@ def take_snapshot() -> Snapshot:
         if trace_set is not None:
             return Snapshot._from_trace_set(trace_set, limit)
     return Snapshot(_get_traces(), limit)
+
+
+def install() -> None:
+    """Makes memtape the process's tracer: from now on the standard library's
+    ``tracemalloc`` (whether already imported or not, and so ``warnings``' "Object
+    allocated at", pytest's warning summary and asyncio's debug mode) answers with
+    memtape's traces, and its ``start()``/``stop()`` start and stop memtape's tracer.
+    A builtin tracer started by ``-X tracemalloc`` or ``PYTHONTRACEMALLOC`` is stopped
+    and memtape keeps tracing with its traceback limit. Calling it again does nothing.
+    ``MEMTAPE_TRACEMALLOC=N`` and ``python -m memtape.tracemalloc`` call it for you."""
+    _process_tracer.install()

@@ -4,15 +4,21 @@ Runs a program with memtape's tracemalloc started before the program's first lin
 as ``python`` would run it (``sys.argv``, ``__main__``, exit status and exceptions are the
 program's own), then prints the allocation sites still holding the most memory when it
 ends (to stderr, so the program's own output stays clean).
+
+memtape is the process's tracer (see :func:`memtape.tracemalloc.install`), and
+``MEMTAPE_TRACEMALLOC`` is set to the frame limit so that child processes trace too, as
+they would under ``python -X tracemalloc``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import NamedTuple, NoReturn
 
-from memtape import tracemalloc
-from memtape._program import Program, prepare, run, split_program
+from memtape import _native, tracemalloc
+from memtape._process_tracer import ENV_VAR
+from memtape._program import Program, prepare, program_launcher_files, run, split_program
 
 USAGE = (
     "usage: python -m memtape.tracemalloc [-n NFRAME] [--top N] "
@@ -84,6 +90,10 @@ def main(argv: list[str] | None = None) -> NoReturn:
         tracemalloc.start(inv.nframe)
     except (ValueError, OverflowError) as exc:
         _usage_error(f"--nframe: {exc}")
+    tracemalloc.install()
+    os.environ[ENV_VAR] = str(inv.nframe)
+    # Tracebacks start at the program's first frame, as under python -X tracemalloc.
+    _native._hide_launcher_frames(program_launcher_files())
     prepare(inv.program)
     try:
         run(inv.program)

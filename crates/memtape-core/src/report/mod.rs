@@ -47,7 +47,7 @@ pub use series::{SeriesPoint, DEFAULT_MAX_POINTS};
 pub use sites::{
     compare_frames, group_sites, group_sites_with_tracebacks, sort_sites, Frame, Site, SiteDetail,
 };
-pub use symbols::{FrameKey, FrameRef, Symbols, UNRESOLVED};
+pub use symbols::{is_launcher_file, FrameKey, FrameRef, Symbols, UNRESOLVED};
 pub use text::{diff_text, frame_location, site_location, stats_text, top_text};
 pub use units::{grouped, human_duration, human_size, human_size_diff, percent, signed_count};
 

@@ -68,6 +68,18 @@ pub struct Symbols {
     launcher_files: Vec<String>,
 }
 
+/// Whether `filename` is one of the launcher `files`, or starts with one of them that ends
+/// in a path separator (a directory).
+pub fn is_launcher_file(files: &[String], filename: &str) -> bool {
+    files.iter().any(|f| {
+        if f.ends_with('/') || f.ends_with('\\') {
+            filename.starts_with(f.as_str())
+        } else {
+            filename == f
+        }
+    })
+}
+
 impl Symbols {
     /// Empty tables.
     pub fn new() -> Self {
@@ -132,14 +144,7 @@ impl Symbols {
     }
 
     fn is_launcher(&self, key: FrameKey) -> bool {
-        let name = self.name(key.filename);
-        self.launcher_files.iter().any(|f| {
-            if f.ends_with('/') || f.ends_with('\\') {
-                name.starts_with(f.as_str())
-            } else {
-                name == f
-            }
-        })
+        is_launcher_file(&self.launcher_files, self.name(key.filename))
     }
 
     /// Appends the frames of `stack` to `out`, innermost first. Stack 0 has none; an

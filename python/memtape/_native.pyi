@@ -1,7 +1,9 @@
 """Type stub for memtape's Rust extension."""
 
 from collections.abc import Callable, Iterable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+_T = TypeVar("_T")
 
 BUILT_FOR: tuple[int, int]
 
@@ -62,6 +64,9 @@ def record_allocator_event(
 
 NUMPY_DOMAIN: int
 
+def _own_work_begin() -> int: ...
+def _call_as_program(function: Callable[..., _T], /, *args: Any) -> _T: ...
+def _work_end(token: int, /) -> None: ...
 def install_numpy_handler() -> bool: ...
 def uninstall_numpy_handler() -> bool: ...
 def _start_capture(path: str, metadata_json: str, min_size: int = 0, /) -> None: ...

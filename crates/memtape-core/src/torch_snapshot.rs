@@ -11,6 +11,11 @@
 //! events ([`HOST_DEVICE`]) go to one extra list after the last framework device, the
 //! *host index* ([`DeviceLayout::host_index`]).
 //!
+//! Segments: a framework device's are the allocator's buffers at the end
+//! ([`MemorySnapshot::segments`]); the host's are one per block ([`host_segments`]), so
+//! that every block lies in a segment at every point of the trace, as the viewer's
+//! "Allocator State History" needs.
+//!
 //! Both encodings are streamed: the writer fills a reusable buffer and hands it to the
 //! [`Write`] in 64 KiB pieces; a stack's encoded frames are built once and copied.
 
@@ -19,6 +24,10 @@ use std::marker::PhantomData;
 use std::ops::Range;
 
 use rustc_hash::FxHashMap;
+
+mod host_segments;
+
+use host_segments::{segment_size, HostReplay, HostStep};
 
 use crate::event::{Action, Event, HOST_DEVICE};
 use crate::memory_snapshot::{MemorySnapshot, ResolvedFrame, SegmentState};
@@ -738,7 +747,39 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
         Ok(())
     }
 
+    /// The host's segments at the end: one per block live at the end of its trace.
+    fn host_segments(&self) -> Vec<SegmentState> {
+        let Some(host) = self.layout.host_index else {
+            return Vec::new();
+        };
+        let events = &self.snapshot.events;
+        let mut replay = HostReplay::default();
+        for (index, event) in events.iter().enumerate() {
+            if event.device < 0 {
+                replay.step(events, index);
+            }
+        }
+        replay
+            .live_at_end(events)
+            .into_iter()
+            .map(|index| {
+                let block = &events[index];
+                SegmentState {
+                    device: host as i32,
+                    addr: block.addr,
+                    size: segment_size(block.size),
+                    requested_size: block.size,
+                    stream: block.stream,
+                    active: true,
+                    stack: block.stack,
+                    op: block.op,
+                }
+            })
+            .collect()
+    }
+
     fn write_segments(&mut self) -> io::Result<()> {
+        let host = self.host_segments();
         let mut segments: Vec<&SegmentState> = self
             .snapshot
             .segments
@@ -746,6 +787,7 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
             .filter(|segment| segment.device >= 0)
             .collect();
         self.stats.skipped_segments = self.snapshot.segments.len() - segments.len();
+        segments.extend(&host);
         segments.sort_by_key(|segment| (segment.device, segment.addr));
 
         let mut list = List::<E>::begin(&mut self.buf);
@@ -844,11 +886,20 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
         for slot in 0..slots {
             traces.item(&mut self.buf);
             let mut trace = List::<E>::begin(&mut self.buf);
+            let mut host = (Some(slot) == self.layout.host_index).then(HostReplay::default);
             for &index in &order[starts[slot]..starts[slot + 1]] {
                 let event = &snapshot.events[index];
-                for &action in trace_actions(event.action) {
-                    trace.item(&mut self.buf);
-                    self.write_entry(action, event);
+                match host.as_mut() {
+                    Some(replay) => {
+                        let step = replay.step(&snapshot.events, index);
+                        self.write_host_entries(&mut trace, step, index);
+                    }
+                    None => {
+                        for &action in trace_actions(event.action) {
+                            trace.item(&mut self.buf);
+                            self.write_entry(action, event, event.size);
+                        }
+                    }
                 }
                 self.flush_if_full()?;
             }
@@ -859,9 +910,41 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
         Ok(())
     }
 
-    fn write_entry(&mut self, action: &str, event: &Event) {
+    /// The entries of one host event (see [`host_segments`]).
+    fn write_host_entries(&mut self, trace: &mut List<E>, step: HostStep, index: usize) {
+        let events = &self.snapshot.events;
+        let event = &events[index];
+        let mut write = |run: &mut Self, action: &str, event: &Event, size: u64| {
+            trace.item(&mut run.buf);
+            run.write_entry(action, event, size);
+        };
+        match step {
+            HostStep::Alloc { replaces } => {
+                if let Some(stale) = replaces {
+                    // Its free was never recorded: it ends where the address is reused.
+                    let ended = Event {
+                        time_ns: event.time_ns,
+                        ..events[stale]
+                    };
+                    write(self, "free_requested", &ended, ended.size);
+                    write(self, "free_completed", &ended, ended.size);
+                    write(self, "segment_free", &ended, segment_size(ended.size));
+                }
+                write(self, "segment_alloc", event, segment_size(event.size));
+                write(self, "alloc", event, event.size);
+            }
+            HostStep::Free { size } => {
+                write(self, "free_requested", event, size);
+                write(self, "free_completed", event, size);
+                write(self, "segment_free", event, segment_size(size));
+            }
+            HostStep::Skip => {}
+        }
+    }
+
+    fn write_entry(&mut self, action: &str, event: &Event, size: u64) {
         let addr = self.ints.masked(event.addr);
-        let size = self.ints.saturated(event.size);
+        let size = self.ints.saturated(size);
         let stream = self.ints.masked(event.stream);
         let time_us = self.ints.saturated(event.time_ns / 1000);
         let op = event.op as usize;
@@ -1392,9 +1475,16 @@ mod tests {
                 "segment_free"
             ]
         );
+        // The host heap: a segment per block, with the block.
         assert_eq!(
             actions(&traces[2]),
-            ["alloc", "free_requested", "free_completed"]
+            [
+                "segment_alloc",
+                "alloc",
+                "free_requested",
+                "free_completed",
+                "segment_free"
+            ]
         );
         let entries: usize = traces.iter().map(|t| t.list().len()).sum();
         assert_eq!(stats.trace_entries, entries as u64);
@@ -1495,6 +1585,67 @@ mod tests {
 
         // Active without a stack: still `frames: []`.
         assert_eq!(segments[1].at("blocks").list()[0].at("frames").list(), []);
+    }
+
+    /// `(action, addr, size)` of every entry of a trace.
+    fn entries(trace: &Value) -> Vec<(&str, i64, i64)> {
+        trace
+            .list()
+            .iter()
+            .map(|e| (e.at("action").str(), e.at("addr").int(), e.at("size").int()))
+            .collect()
+    }
+
+    #[test]
+    fn host_blocks_get_one_segment_each_consistent_with_the_trace() {
+        let mut snapshot = MemorySnapshot::default();
+        snapshot.stacks.insert(1, vec![frame("f", 10)]);
+        snapshot.events = vec![
+            // Allocated before the trace (the ring lost it): live from the start.
+            event(Action::Free, 0x100, 48, HOST_DEVICE, 1, 0),
+            event(Action::Alloc, 0x200, 32, HOST_DEVICE, 1, 0),
+            event(Action::Alloc, 0x300, 0, HOST_DEVICE, 1, 0),
+            // Reused without a recorded free: the stale block ends first.
+            event(Action::Alloc, 0x200, 64, HOST_DEVICE, 1, 0),
+            // A free's size is the live block's.
+            event(Action::Free, 0x300, 999, HOST_DEVICE, 0, 0),
+        ];
+        let root = decode(&pickled(|o| {
+            write_pickle(&snapshot, o).unwrap();
+        }));
+        let trace = &root.at("device_traces").list()[0];
+        assert_eq!(
+            entries(trace),
+            [
+                ("free_requested", 0x100, 48),
+                ("free_completed", 0x100, 48),
+                ("segment_free", 0x100, 48),
+                ("segment_alloc", 0x200, 32),
+                ("alloc", 0x200, 32),
+                ("segment_alloc", 0x300, 1),
+                ("alloc", 0x300, 0),
+                ("free_requested", 0x200, 32),
+                ("free_completed", 0x200, 32),
+                ("segment_free", 0x200, 32),
+                ("segment_alloc", 0x200, 64),
+                ("alloc", 0x200, 64),
+                ("free_requested", 0x300, 0),
+                ("free_completed", 0x300, 0),
+                ("segment_free", 0x300, 1),
+            ]
+        );
+        // The blocks live at the end, each in its own segment on the host's device.
+        let segments = root.at("segments").list();
+        assert_eq!(segments.len(), 1);
+        let segment = &segments[0];
+        assert_eq!(segment.at("device").int(), 0);
+        assert_eq!(segment.at("address").int(), 0x200);
+        assert_eq!(segment.at("total_size").int(), 64);
+        let block = &segment.at("blocks").list()[0];
+        assert_eq!(block.at("state").str(), "active_allocated");
+        assert_eq!(block.at("size").int(), 64);
+        assert_eq!(block.at("requested_size").int(), 64);
+        assert_eq!(block.at("frames").list()[0].at("name").str(), "f");
     }
 
     #[test]
@@ -1791,8 +1942,9 @@ expected = {
    E("segment_alloc", 0xC000, 256, "add", None), E("alloc", 0xC000, 256, "add", None),
    E("free_requested", 0xC000, 256, "", None), E("free_completed", 0xC000, 256, "", None),
    E("segment_free", 0xC000, 256, "", None), E("segment_free", 0xB000, 512, "", None)],
-  [E("alloc", 0x1000, 64, "", s1),
-   E("free_requested", 0x1000, 64, "", None), E("free_completed", 0x1000, 64, "", None)]],
+  [E("segment_alloc", 0x1000, 64, "", s1), E("alloc", 0x1000, 64, "", s1),
+   E("free_requested", 0x1000, 64, "", None), E("free_completed", 0x1000, 64, "", None),
+   E("segment_free", 0x1000, 64, "", None)]],
  "allocator_settings": {"producer": snap["allocator_settings"]["producer"],
                         "python_heap_device_index": 2},
 }

@@ -11,9 +11,10 @@
 //! events ([`HOST_DEVICE`]) go to one extra list after the last framework device, the
 //! *host index* ([`DeviceLayout::host_index`]).
 //!
-//! Segments: a framework device's are the allocator's buffers at the end
-//! ([`MemorySnapshot::segments`]); the host's are one per block ([`host_segments`]), so
-//! that every block lies in a segment at every point of the trace, as the viewer's
+//! Segments: a framework device's are its buffers where its trace ends
+//! ([`framework_segments`]: replayed from the trace, the allocator's own state for
+//! buffers the trace never touches); the host's are one per block ([`host_segments`]).
+//! So every block lies in a segment at every point of the trace, as the viewer's
 //! "Allocator State History" needs.
 //!
 //! Both encodings are streamed: the writer fills a reusable buffer and hands it to the
@@ -25,8 +26,10 @@ use std::ops::Range;
 
 use rustc_hash::FxHashMap;
 
+mod framework_segments;
 mod host_segments;
 
+use framework_segments::FrameworkReplay;
 use host_segments::{segment_size, HostReplay, HostStep};
 
 use crate::event::{Action, Event, HOST_DEVICE};
@@ -747,25 +750,32 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
         Ok(())
     }
 
-    /// The host's segments at the end: one per block live at the end of its trace.
-    fn host_segments(&self) -> Vec<SegmentState> {
-        let Some(host) = self.layout.host_index else {
-            return Vec::new();
-        };
+    /// Every device's segments where its trace ends: a framework device's buffers as its
+    /// trace leaves them ([`framework_segments`]), the host's blocks one segment each
+    /// ([`host_segments`]).
+    fn final_segments(&self) -> Vec<SegmentState> {
         let events = &self.snapshot.events;
-        let mut replay = HostReplay::default();
+        let mut host = HostReplay::default();
+        let mut framework: Vec<FrameworkReplay> = (0..self.layout.framework_devices)
+            .map(|device| FrameworkReplay::new(device as i32))
+            .collect();
         for (index, event) in events.iter().enumerate() {
-            if event.device < 0 {
-                replay.step(events, index);
+            match usize::try_from(event.device) {
+                Ok(device) => framework[device].step(event),
+                Err(_) => {
+                    host.step(events, index);
+                }
             }
         }
-        replay
-            .live_at_end(events)
+        let mut segments: Vec<SegmentState> = framework
             .into_iter()
-            .map(|index| {
+            .flat_map(|replay| replay.segments_at_end(self.snapshot))
+            .collect();
+        if let Some(host_index) = self.layout.host_index {
+            segments.extend(host.live_at_end(events).into_iter().map(|index| {
                 let block = &events[index];
                 SegmentState {
-                    device: host as i32,
+                    device: host_index as i32,
                     addr: block.addr,
                     size: segment_size(block.size),
                     requested_size: block.size,
@@ -774,24 +784,23 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
                     stack: block.stack,
                     op: block.op,
                 }
-            })
-            .collect()
+            }));
+        }
+        segments
     }
 
     fn write_segments(&mut self) -> io::Result<()> {
-        let host = self.host_segments();
-        let mut segments: Vec<&SegmentState> = self
+        self.stats.skipped_segments = self
             .snapshot
             .segments
             .iter()
-            .filter(|segment| segment.device >= 0)
-            .collect();
-        self.stats.skipped_segments = self.snapshot.segments.len() - segments.len();
-        segments.extend(&host);
+            .filter(|segment| segment.device < 0)
+            .count();
+        let mut segments = self.final_segments();
         segments.sort_by_key(|segment| (segment.device, segment.addr));
 
         let mut list = List::<E>::begin(&mut self.buf);
-        for segment in segments {
+        for segment in &segments {
             list.item(&mut self.buf);
             self.write_segment(segment);
             self.stats.segments += 1;
@@ -1649,6 +1658,62 @@ mod tests {
     }
 
     #[test]
+    fn framework_segments_are_where_the_trace_ends() {
+        let mut snapshot = MemorySnapshot::default();
+        snapshot.events = vec![
+            // Allocated before the trace: first seen going back to the cache.
+            event(Action::FreeActiveToCache, 0x1000, 256, 0, 0, 0),
+            event(Action::AllocNew, 0x2000, 512, 0, 0, 0),
+            event(Action::AllocNew, 0x3000, 128, 0, 0, 0),
+            event(Action::FreeActiveToOs, 0x3000, 128, 0, 0, 0),
+        ];
+        let untouched = SegmentState {
+            device: 0,
+            addr: 0x4000,
+            size: 64,
+            requested_size: 64,
+            stream: 0,
+            active: false,
+            stack: 0,
+            op: 0,
+        };
+        // The allocator's state read later: 0x2000 freed since and 0x3000 reused; only
+        // the buffer the trace never touched is taken from it.
+        snapshot.segments = vec![
+            SegmentState {
+                addr: 0x3000,
+                active: true,
+                ..untouched.clone()
+            },
+            untouched.clone(),
+        ];
+        let root = decode(&pickled(|o| {
+            write_pickle(&snapshot, o).unwrap();
+        }));
+        let segments: Vec<(i64, i64, &str)> = root
+            .at("segments")
+            .list()
+            .iter()
+            .map(|s| {
+                let block = &s.at("blocks").list()[0];
+                (
+                    s.at("address").int(),
+                    s.at("total_size").int(),
+                    block.at("state").str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            segments,
+            [
+                (0x1000, 256, "inactive"),
+                (0x2000, 512, "active_allocated"),
+                (0x4000, 64, "inactive"),
+            ]
+        );
+    }
+
+    #[test]
     fn categories_are_left_out_without_an_unknown_one() {
         let mut snapshot = tiny();
         for event in &mut snapshot.events {
@@ -1693,8 +1758,9 @@ mod tests {
         snapshot.events.push(e);
         let mut bytes = Vec::new();
         let stats = write_pickle(&snapshot, &mut bytes).unwrap();
-        // Two entries, four big ints each.
-        assert_eq!(stats.clamped_ints, 8);
+        // Two entries, four big ints each, and the segment it leaves (address, size,
+        // requested size and stream).
+        assert_eq!(stats.clamped_ints, 12);
         let root = decode(&bytes);
         let entry = &root.at("device_traces").list()[0].list()[1];
         assert_eq!(entry.at("addr").int(), 0x1000);

@@ -14,7 +14,9 @@ pub(crate) fn _start_capture<'py>(
     metadata_json: &str,
     min_size: u64,
 ) -> PyResult<Bound<'py, PyAny>> {
-    own_work(py, || capture_sink::start(py, &path, metadata_json, min_size))
+    own_work(py, || {
+        capture_sink::start(py, &path, metadata_json, min_size)
+    })
 }
 
 /// Finishes the capture file, noting how the program ended (`exit`: "normal",

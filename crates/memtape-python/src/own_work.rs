@@ -10,8 +10,8 @@
 //! reaches memtape's frames (and gets their traceback entries) unrecorded again.
 
 use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
 use pyo3::ffi;
+use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
 

@@ -12,18 +12,16 @@ fails the test that needs it (``scripts/test.sh`` installs node, npm and Chromiu
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import pickle
 import shutil
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from torch_viz.fetch_memory_viz import directory_lock
 
 REPO = Path(__file__).resolve().parent.parent
 MEMVIZ = REPO.parent / "shared" / "memviz"
@@ -57,17 +55,6 @@ def _installed(directory: Path) -> bool:
     ).is_file()
 
 
-@contextmanager
-def _locked(directory: Path) -> Iterator[None]:
-    directory.mkdir(parents=True, exist_ok=True)
-    with (directory / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def ensure_npm_packages() -> Path:
     """The folder holding the harness's npm packages, installed on first use."""
     for tool in ("node", "npm"):
@@ -76,10 +63,12 @@ def ensure_npm_packages() -> Path:
     directory = npm_dir()
     if _installed(directory):
         return directory
-    with _locked(directory):
+    with directory_lock(directory):
         if not _installed(directory):
             if not (directory / "package.json").is_file():
-                (directory / "package.json").write_text('{"name": "memtape-memviz", "private": true}\n')
+                (directory / "package.json").write_text(
+                    '{"name": "memtape-memviz", "private": true}\n'
+                )
             proc = subprocess.run(
                 ["npm", "install", "--no-audit", "--no-fund", "--no-save", *NPM_PACKAGES],
                 cwd=directory,
@@ -89,7 +78,10 @@ def ensure_npm_packages() -> Path:
                 check=False,
             )
             if proc.returncode != 0 or not _installed(directory):
-                pytest.fail(f"npm install {' '.join(NPM_PACKAGES)} in {directory} failed:\n{proc.stderr[-3000:]}")
+                pytest.fail(
+                    f"npm install {' '.join(NPM_PACKAGES)} in {directory} failed:\n"
+                    f"{proc.stderr[-3000:]}"
+                )
     return directory
 
 

@@ -261,7 +261,17 @@ def test_capture_export(tmp_path: Path) -> None:
     run = [sys.executable, "-m", "memtape"]
     subprocess.run([*run, "run", "-q", "-o", str(capture), str(script)], check=True)
     subprocess.run(
-        [*run, "export", str(capture), "--format", "torch", "--max-entries", "1200", "-o", str(out)],
+        [
+            *run,
+            "export",
+            str(capture),
+            "--format",
+            "torch",
+            "--max-entries",
+            "1200",
+            "-o",
+            str(out),
+        ],
         check=True,
         capture_output=True,
     )

@@ -55,7 +55,10 @@ class SegmentMap:
         self.starts.insert(i, segment.addr)
         self.segments.insert(i, segment)
         if overlap is not None:
-            return f"segment {segment.addr:#x}+{segment.size} overlaps {overlap.addr:#x}+{overlap.size}"
+            return (
+                f"segment {segment.addr:#x}+{segment.size} "
+                f"overlaps {overlap.addr:#x}+{overlap.size}"
+            )
         return None
 
     def remove_at(self, addr: int) -> Segment | None:
@@ -204,7 +207,9 @@ def problems(snapshot: dict[str, Any]) -> list[str]:
     devices = set(range(len(traces))) | {s.get("device") for s in snapshot["segments"]}
     for seg in snapshot["segments"]:
         if not _is_int(seg.get("device")) or not 0 <= seg["device"] < max(len(traces), 1):
-            found.append(f"segment at {seg.get('address')}: device {seg.get('device')!r} has no trace list")
+            found.append(
+                f"segment at {seg.get('address')}: device {seg.get('device')!r} has no trace list"
+            )
     for device in sorted(d for d in devices if _is_int(d)):
         raw = traces[device] if device < len(traces) else []
         for i, entry in enumerate(raw):
@@ -219,7 +224,9 @@ def problems(snapshot: dict[str, Any]) -> list[str]:
         found.extend(_forward(where, trace))
         segments, blocks = _final_state(snapshot, device, found)
         for addr, size in blocks.items():
-            if (err := _check_block(f"device {device}, final state", segments, addr, size)) is not None:
+            if (
+                err := _check_block(f"device {device}, final state", segments, addr, size)
+            ) is not None:
                 found.append(err)
         for entry in reversed(trace):
             found.extend(_undo(where(entry), entry, segments, blocks))

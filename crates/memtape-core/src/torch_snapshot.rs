@@ -1659,8 +1659,7 @@ mod tests {
 
     #[test]
     fn framework_segments_are_where_the_trace_ends() {
-        let mut snapshot = MemorySnapshot::default();
-        snapshot.events = vec![
+        let events = vec![
             // Allocated before the trace: first seen going back to the cache.
             event(Action::FreeActiveToCache, 0x1000, 256, 0, 0, 0),
             event(Action::AllocNew, 0x2000, 512, 0, 0, 0),
@@ -1679,14 +1678,18 @@ mod tests {
         };
         // The allocator's state read later: 0x2000 freed since and 0x3000 reused; only
         // the buffer the trace never touched is taken from it.
-        snapshot.segments = vec![
-            SegmentState {
-                addr: 0x3000,
-                active: true,
-                ..untouched.clone()
-            },
-            untouched.clone(),
-        ];
+        let snapshot = MemorySnapshot {
+            events,
+            segments: vec![
+                SegmentState {
+                    addr: 0x3000,
+                    active: true,
+                    ..untouched.clone()
+                },
+                untouched.clone(),
+            ],
+            ..MemorySnapshot::default()
+        };
         let root = decode(&pickled(|o| {
             write_pickle(&snapshot, o).unwrap();
         }));

@@ -29,10 +29,9 @@ where
 {
     hook_mode::untraced(|| {
         f().and_then(|value| value.into_bound_py_any(py))
-            .map_err(|err| {
+            .inspect_err(|err| {
                 // Build the exception object now, inside the guard.
                 let _ = err.value(py);
-                err
             })
     })
 }

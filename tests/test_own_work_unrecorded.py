@@ -138,3 +138,20 @@ def test_memtape_run_captures_no_memtape_allocation_sites(tmp_path: Path) -> Non
     assert sites, "runpy's loading of the script is recorded"
     ours = sorted(s for s in sites if s[0].startswith(PACKAGE))
     assert ours == [], f"memtape's own allocations in the capture: {ours}"
+
+
+def test_take_snapshot_adds_no_events() -> None:
+    import memtape.tracemalloc as tm
+
+    tm.start(1)
+    try:
+        memtape.record_memory_events(True, 10_000, sources=("python",))
+        kept = [bytes(100) for _ in range(50)]
+        before = memtape.get_memory_events()
+        snapshot = tm.take_snapshot()
+        after = memtape.get_memory_events()
+        memtape.record_memory_events(False)
+    finally:
+        tm.stop()
+    assert before and after == before
+    del kept, snapshot

@@ -75,6 +75,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(own_work::_own_work_begin, m)?)?;
     m.add_function(wrap_pyfunction!(own_work::_call_as_program, m)?)?;
     m.add_function(wrap_pyfunction!(own_work::_work_end, m)?)?;
+    m.add_function(wrap_pyfunction!(own_work::_events_or_capture_recording, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_handler, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_handler::uninstall_numpy_handler, m)?)?;
     m.add("NUMPY_DOMAIN", numpy_handler::NUMPY_DOMAIN)?;

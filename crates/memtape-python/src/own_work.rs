@@ -15,7 +15,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
 
+use std::sync::atomic::Ordering;
+
 use crate::hook_mode::{self, HookMode};
+use crate::recorder::{CAPTURING, HEAP_EVENTS};
 
 /// Runs `f` and turns its result (or its error) into a Python object with the calling
 /// thread's allocations unrecorded: pyo3 would otherwise build the returned object, or
@@ -69,6 +72,14 @@ pub(crate) fn _call_as_program<'py>(
     // SAFETY: `result` is the new reference PyObject_Call returned, or null with the
     // exception set, which `from_owned_ptr_or_err` fetches.
     unsafe { Bound::from_owned_ptr_or_err(py, result) }
+}
+
+/// True while Python-heap events or a capture file are being recorded: memtape's
+/// tracemalloc keeps its own Python-level work out of them (it stays traced for
+/// tracemalloc alone, as the standard library traces its own).
+#[pyfunction]
+pub(crate) fn _events_or_capture_recording() -> bool {
+    HEAP_EVENTS.load(Ordering::Relaxed) || CAPTURING.load(Ordering::Relaxed)
 }
 
 /// Restores the mode the thread had before the `_own_work_begin` or `_user_work_begin`

@@ -9,13 +9,13 @@
 //! `_call_as_program`, which records exactly the call: an exception leaving the program
 //! reaches memtape's frames (and gets their traceback entries) unrecorded again.
 
+use std::sync::atomic::Ordering;
+
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
-
-use std::sync::atomic::Ordering;
 
 use crate::hook_mode::{self, HookMode};
 use crate::recorder::{CAPTURING, HEAP_EVENTS};
@@ -82,8 +82,7 @@ pub(crate) fn _events_or_capture_recording() -> bool {
     HEAP_EVENTS.load(Ordering::Relaxed) || CAPTURING.load(Ordering::Relaxed)
 }
 
-/// Restores the mode the thread had before the `_own_work_begin` or `_user_work_begin`
-/// that returned `token`.
+/// Restores the mode the thread had before the `_own_work_begin` that returned `token`.
 #[pyfunction]
 pub(crate) fn _work_end(token: u8) -> PyResult<()> {
     hook_mode::set(mode_of(token)?);

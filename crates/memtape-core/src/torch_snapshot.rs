@@ -247,10 +247,17 @@ trait Encoding {
     fn bool(out: &mut Vec<u8>, value: bool);
     /// A 2-tuple of ints.
     fn int_pair(out: &mut Vec<u8>, first: i64, second: i64);
+    /// Whether [`Encoding::memoize`] works.
+    const HAS_MEMO: bool = false;
     /// Remembers the value just written so [`Encoding::memo_get`] can repeat it; false
     /// when the encoding cannot.
     fn memoize(_out: &mut Vec<u8>) -> bool {
         false
+    }
+    /// Before the `index`-th key of the current dict, when the caller writes the key
+    /// itself (from the memo). Only called when [`Encoding::HAS_MEMO`].
+    fn dict_key_slot(_out: &mut Vec<u8>, _index: usize) {
+        unreachable!("this encoding has no memo");
     }
     /// Repeats the `index`-th memoized value. Only called after `memoize` returned true.
     fn memo_get(_out: &mut Vec<u8>, _index: u32) {
@@ -373,9 +380,15 @@ impl Encoding for Pickle {
         out.push(op::TUPLE2);
     }
 
+    const HAS_MEMO: bool = true;
+
     fn memoize(out: &mut Vec<u8>) -> bool {
         out.push(op::MEMOIZE);
         true
+    }
+
+    fn dict_key_slot(out: &mut Vec<u8>, index: usize) {
+        batch_boundary(out, index, op::SETITEMS);
     }
 
     fn memo_get(out: &mut Vec<u8>, index: u32) {
@@ -536,6 +549,12 @@ impl<E: Encoding> Dict<E> {
         self.len += 1;
     }
 
+    /// Before a key the caller writes itself (see [`Encoding::dict_key_slot`]).
+    fn key_slot(&mut self, out: &mut Vec<u8>) {
+        E::dict_key_slot(out, self.len);
+        self.len += 1;
+    }
+
     fn end(self, out: &mut Vec<u8>) {
         E::dict_end(out, self.len);
     }
@@ -619,13 +638,16 @@ struct CachedFrames {
 }
 
 /// Each stack's encoded `frames` list, built on first use, copied (or, when shared,
-/// referenced through the pickle memo) on every later use.
+/// referenced through the pickle memo) on every later use. When shared, the trace
+/// entries' keys and actions are written once too and repeated from the memo (strings
+/// are immutable, so sharing them is safe where sharing dicts is not).
 struct FrameCache {
     arena: Vec<u8>,
     slots: FxHashMap<StackId, u32>,
     cached: Vec<CachedFrames>,
     share: bool,
     memoized: u32,
+    strings: FxHashMap<&'static str, u32>,
 }
 
 impl FrameCache {
@@ -636,6 +658,35 @@ impl FrameCache {
             cached: Vec::new(),
             share,
             memoized: 0,
+            strings: FxHashMap::default(),
+        }
+    }
+
+    /// Writes `key` as the next key of `dict`, from the memo when shared.
+    fn key<E: Encoding>(&mut self, dict: &mut Dict<E>, out: &mut Vec<u8>, key: &'static str) {
+        if self.share && E::HAS_MEMO {
+            dict.key_slot(out);
+            self.string::<E>(out, key);
+        } else {
+            dict.key(out, key);
+        }
+    }
+
+    /// Writes `value`, from the memo when shared.
+    fn string<E: Encoding>(&mut self, out: &mut Vec<u8>, value: &'static str) {
+        if !(self.share && E::HAS_MEMO) {
+            E::str(out, value);
+            return;
+        }
+        match self.strings.get(value) {
+            Some(&index) => E::memo_get(out, index),
+            None => {
+                E::str(out, value);
+                if E::memoize(out) {
+                    self.strings.insert(value, self.memoized);
+                    self.memoized += 1;
+                }
+            }
         }
     }
 
@@ -923,7 +974,7 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
     fn write_host_entries(&mut self, trace: &mut List<E>, step: HostStep, index: usize) {
         let events = &self.snapshot.events;
         let event = &events[index];
-        let mut write = |run: &mut Self, action: &str, event: &Event, size: u64| {
+        let mut write = |run: &mut Self, action: &'static str, event: &Event, size: u64| {
             trace.item(&mut run.buf);
             run.write_entry(action, event, size);
         };
@@ -951,7 +1002,7 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
         }
     }
 
-    fn write_entry(&mut self, action: &str, event: &Event, size: u64) {
+    fn write_entry(&mut self, action: &'static str, event: &Event, size: u64) {
         let addr = self.ints.masked(event.addr);
         let size = self.ints.saturated(size);
         let stream = self.ints.masked(event.stream);
@@ -964,28 +1015,29 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
         };
 
         let out = &mut self.buf;
+        let memo = &mut self.frames;
         let mut dict = Dict::<E>::begin(out);
-        dict.key(out, "action");
-        E::str(out, action);
-        dict.key(out, "addr");
+        memo.key(&mut dict, out, "action");
+        memo.string::<E>(out, action);
+        memo.key(&mut dict, out, "addr");
         E::int(out, addr);
-        dict.key(out, "size");
+        memo.key(&mut dict, out, "size");
         E::int(out, size);
-        dict.key(out, "stream");
+        memo.key(&mut dict, out, "stream");
         E::int(out, stream);
-        dict.key(out, "time_us");
+        memo.key(&mut dict, out, "time_us");
         E::int(out, time_us);
-        dict.key(out, "compile_context");
+        memo.key(&mut dict, out, "compile_context");
         out.extend_from_slice(&self.empty);
-        dict.key(out, "user_metadata");
+        memo.key(&mut dict, out, "user_metadata");
         out.extend_from_slice(op_string.unwrap_or(&self.empty));
         if self.stats.categories {
-            dict.key(out, "category");
+            memo.key(&mut dict, out, "category");
             out.extend_from_slice(op_string.unwrap_or(&self.unknown));
         }
-        if let Some(slot) = self.frames.slot::<E>(self.snapshot, event.stack) {
-            dict.key(out, "frames");
-            self.frames.write::<E>(out, slot);
+        if let Some(slot) = memo.slot::<E>(self.snapshot, event.stack) {
+            memo.key(&mut dict, out, "frames");
+            memo.write::<E>(out, slot);
         }
         dict.end(out);
     }
@@ -1882,6 +1934,12 @@ mod tests {
         );
         assert!(shared.contains(&b'j'));
         assert_eq!(decode(&shared), decode(&plain));
+        // Entry keys and actions are written once and repeated from the memo.
+        let count =
+            |bytes: &[u8], word: &[u8]| bytes.windows(word.len()).filter(|w| *w == word).count();
+        assert_eq!(count(&shared, b"compile_context"), 1);
+        assert_eq!(count(&shared, b"free_requested"), 1);
+        assert!(count(&plain, b"compile_context") > 1000);
 
         // JSON has no memo: sharing changes nothing there.
         let mut json = Vec::new();

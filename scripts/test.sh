@@ -5,7 +5,8 @@
 #     else the stable stand-in; MEMTAPE_FUZZ_SECONDS, default 60)
 #   Python: ruff and mypy --strict on python/memtape
 #   for each supported CPython (3.11, 3.12, 3.13; MEMTAPE_PYTHONS="3.11" to narrow):
-#     memtape's pytest suite, and CPython's own Lib/test/test_tracemalloc.py run
+#     memtape's pytest suite (its viewer tests need ../shared/memviz, Chromium, node and
+#     npm, installed here when missing), and CPython's own Lib/test/test_tracemalloc.py run
 #     against memtape (tests/cpython/run_cpython_tracemalloc.py)
 # Every step runs even if an earlier one failed; the exit status is 1 if any failed.
 set -uo pipefail
@@ -65,6 +66,17 @@ ensure_chromium() {
   fi
 }
 
+ensure_node() {
+  # PyTorch's memory viewer runs in headless Chromium through node (tests/memviz_harness.py,
+  # which npm-installs d3 and playwright-core into ~/.cache/memtape/memviz_npm once).
+  command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+  else
+    echo "node or npm is missing: install them (apt-get install nodejs npm); the viewer tests will fail" >&2
+  fi
+}
+
 python_lints() {
   local py="$1"
   "$py" -m pip install -q ruff mypy >/dev/null &&
@@ -78,6 +90,7 @@ step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 step "rust tests" rust_tests
 step "capture reader fuzzing" fuzz_reader
 ensure_chromium
+ensure_node
 
 first=1
 for v in $versions; do

@@ -213,8 +213,12 @@ def test_toggling_while_threads_allocate_keeps_the_events() -> None:
     try:
         for _ in range(40):
             memtape.record_memory_events(True, 2000)
+            # At least one event, even if the workers get no GIL in time (memtape's own
+            # calls are never recorded).
+            mine = bytearray(64)
             time.sleep(0.01)  # let the workers run (they need the GIL to allocate)
             memtape.record_memory_events(False)
+            del mine
             kept = memtape.get_memory_events()
             time.sleep(0.001)
             # Stopped: nothing is added, nothing kept is lost.

@@ -57,7 +57,10 @@ def test_plain_python_program(tmp_path: Path) -> None:
     out = tmp_path / "python.pickle"
     memtape.dump_snapshot(out)
     snap = read(out)
-    assert snap["segments"] == []
+    # The host heap: one segment per block live at the end, on the host's trace list.
+    assert snap["segments"]
+    assert {s["device"] for s in snap["segments"]} == {0}
+    assert all(len(s["blocks"]) == 1 for s in snap["segments"])
     trace = snap["device_traces"][0]
     actions = {e["action"] for e in trace}
     assert {"alloc", "free_requested", "free_completed"} <= actions

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
+from memtape import _native
+
 Kind = Literal["script", "module", "code"]
 
 
@@ -77,13 +79,21 @@ def run(program: Program, keep: list[dict[str, Any]] | None = None) -> None:
     exceptions (SystemExit included) propagate unchanged. When ``keep`` is given, the
     program's module globals are appended to it, so that what they hold stays alive (as
     it does in ``python`` until the interpreter exits) for as long as the caller keeps
-    the list."""
+    the list.
+
+    The caller may mark its own work unrecorded (``_native._own_work_begin``): the thread
+    is handed back to the program, recorded, only while runpy loads and runs it (``-c``
+    code: while it runs)."""
+    as_program = _native._call_as_program
     if program.kind == "module":
-        namespace = runpy.run_module(program.target, run_name="__main__", alter_sys=True)
+        # run_module(mod_name, init_globals, run_name, alter_sys), positionally.
+        namespace = as_program(runpy.run_module, program.target, None, "__main__", True)
     elif program.kind == "code":
         namespace = _run_code(program.target)
     else:
-        namespace = runpy.run_path(os.path.abspath(program.target), run_name="__main__")
+        path = os.path.abspath(program.target)
+        # run_path(path_name, init_globals, run_name), positionally.
+        namespace = as_program(runpy.run_path, path, None, "__main__")
     if keep is not None:
         keep.append(namespace)
 
@@ -98,8 +108,9 @@ def _run_code(code: str) -> dict[str, Any]:
     saved = sys.modules.get("__main__")
     sys.modules["__main__"] = main
     try:
+        compiled = compile(code, "<string>", "exec")
         # Running the user's -c code is the point, as `python -c` does.
-        exec(compile(code, "<string>", "exec"), main.__dict__)  # noqa: S102
+        _native._call_as_program(exec, compiled, main.__dict__)
     finally:
         if saved is not None:
             sys.modules["__main__"] = saved

@@ -74,6 +74,16 @@ def record_memory_events(
     Python heap (``"python"``) and/or framework allocators (``"framework"``);
     ``max_frames`` is how many frames of each stack are kept, innermost first.
     """
+    token = _native._own_work_begin()  # memtape's own work is never recorded
+    try:
+        _record_memory_events(enabled, max_entries, min_size, sources, max_frames)
+    finally:
+        _native._work_end(token)
+
+
+def _record_memory_events(
+    enabled: bool, max_entries: int, min_size: int, sources: Iterable[Source], max_frames: int
+) -> None:
     if not enabled:
         _native.record_memory_events(False, 1, 0, False, False, 1)
         return
@@ -121,11 +131,15 @@ def dump_snapshot(
 
     Each framework device is one entry of the viewer's device list; the Python heap is one
     more entry after them (the first, when no framework reported events)."""
-    chosen = format or ("json" if os.fspath(path).endswith(".json") else "pickle")
-    if chosen not in ("pickle", "json"):
-        raise ValueError(f"format must be 'pickle' or 'json', not {format!r}")
-    saved = None if events is None else list(events)
-    _native.dump_snapshot(os.fspath(path), chosen, saved)
+    token = _native._own_work_begin()  # memtape's own work is never recorded
+    try:
+        chosen = format or ("json" if os.fspath(path).endswith(".json") else "pickle")
+        if chosen not in ("pickle", "json"):
+            raise ValueError(f"format must be 'pickle' or 'json', not {format!r}")
+        saved = None if events is None else list(events)
+        _native.dump_snapshot(os.fspath(path), chosen, saved)
+    finally:
+        _native._work_end(token)
 
 
 def mark(label: str) -> bool:

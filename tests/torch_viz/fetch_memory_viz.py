@@ -19,6 +19,7 @@ Run ``python tests/torch_viz/fetch_memory_viz.py`` to pre-fetch (it prints the p
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -136,10 +137,14 @@ def write_atomically(path: Path, data: bytes) -> None:
     partial.replace(path)
 
 
-@contextmanager
-def cache_lock() -> Iterator[None]:
+def cache_lock() -> contextlib.AbstractContextManager[None]:
     """Serialize fetches between processes (e.g. pytest-xdist workers)."""
-    root = cache_root()
+    return directory_lock(cache_root())
+
+
+@contextmanager
+def directory_lock(root: Path) -> Iterator[None]:
+    """Holds an exclusive lock on ``root`` (created if missing) between processes."""
     root.mkdir(parents=True, exist_ok=True)
     with (root / ".lock").open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)

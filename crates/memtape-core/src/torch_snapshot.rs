@@ -11,6 +11,12 @@
 //! events ([`HOST_DEVICE`]) go to one extra list after the last framework device, the
 //! *host index* ([`DeviceLayout::host_index`]).
 //!
+//! Segments: a framework device's are its buffers where its trace ends
+//! ([`framework_segments`]: replayed from the trace, the allocator's own state for
+//! buffers the trace never touches); the host's are one per block ([`host_segments`]).
+//! So every block lies in a segment at every point of the trace, as the viewer's
+//! "Allocator State History" needs.
+//!
 //! Both encodings are streamed: the writer fills a reusable buffer and hands it to the
 //! [`Write`] in 64 KiB pieces; a stack's encoded frames are built once and copied.
 
@@ -19,6 +25,12 @@ use std::marker::PhantomData;
 use std::ops::Range;
 
 use rustc_hash::FxHashMap;
+
+mod framework_segments;
+mod host_segments;
+
+use framework_segments::FrameworkReplay;
+use host_segments::{segment_size, HostReplay, HostStep};
 
 use crate::event::{Action, Event, HOST_DEVICE};
 use crate::memory_snapshot::{MemorySnapshot, ResolvedFrame, SegmentState};
@@ -235,10 +247,17 @@ trait Encoding {
     fn bool(out: &mut Vec<u8>, value: bool);
     /// A 2-tuple of ints.
     fn int_pair(out: &mut Vec<u8>, first: i64, second: i64);
+    /// Whether [`Encoding::memoize`] works.
+    const HAS_MEMO: bool = false;
     /// Remembers the value just written so [`Encoding::memo_get`] can repeat it; false
     /// when the encoding cannot.
     fn memoize(_out: &mut Vec<u8>) -> bool {
         false
+    }
+    /// Before the `index`-th key of the current dict, when the caller writes the key
+    /// itself (from the memo). Only called when [`Encoding::HAS_MEMO`].
+    fn dict_key_slot(_out: &mut Vec<u8>, _index: usize) {
+        unreachable!("this encoding has no memo");
     }
     /// Repeats the `index`-th memoized value. Only called after `memoize` returned true.
     fn memo_get(_out: &mut Vec<u8>, _index: u32) {
@@ -361,9 +380,15 @@ impl Encoding for Pickle {
         out.push(op::TUPLE2);
     }
 
+    const HAS_MEMO: bool = true;
+
     fn memoize(out: &mut Vec<u8>) -> bool {
         out.push(op::MEMOIZE);
         true
+    }
+
+    fn dict_key_slot(out: &mut Vec<u8>, index: usize) {
+        batch_boundary(out, index, op::SETITEMS);
     }
 
     fn memo_get(out: &mut Vec<u8>, index: u32) {
@@ -524,6 +549,12 @@ impl<E: Encoding> Dict<E> {
         self.len += 1;
     }
 
+    /// Before a key the caller writes itself (see [`Encoding::dict_key_slot`]).
+    fn key_slot(&mut self, out: &mut Vec<u8>) {
+        E::dict_key_slot(out, self.len);
+        self.len += 1;
+    }
+
     fn end(self, out: &mut Vec<u8>) {
         E::dict_end(out, self.len);
     }
@@ -607,13 +638,16 @@ struct CachedFrames {
 }
 
 /// Each stack's encoded `frames` list, built on first use, copied (or, when shared,
-/// referenced through the pickle memo) on every later use.
+/// referenced through the pickle memo) on every later use. When shared, the trace
+/// entries' keys and actions are written once too and repeated from the memo (strings
+/// are immutable, so sharing them is safe where sharing dicts is not).
 struct FrameCache {
     arena: Vec<u8>,
     slots: FxHashMap<StackId, u32>,
     cached: Vec<CachedFrames>,
     share: bool,
     memoized: u32,
+    strings: FxHashMap<&'static str, u32>,
 }
 
 impl FrameCache {
@@ -624,6 +658,35 @@ impl FrameCache {
             cached: Vec::new(),
             share,
             memoized: 0,
+            strings: FxHashMap::default(),
+        }
+    }
+
+    /// Writes `key` as the next key of `dict`, from the memo when shared.
+    fn key<E: Encoding>(&mut self, dict: &mut Dict<E>, out: &mut Vec<u8>, key: &'static str) {
+        if self.share && E::HAS_MEMO {
+            dict.key_slot(out);
+            self.string::<E>(out, key);
+        } else {
+            dict.key(out, key);
+        }
+    }
+
+    /// Writes `value`, from the memo when shared.
+    fn string<E: Encoding>(&mut self, out: &mut Vec<u8>, value: &'static str) {
+        if !(self.share && E::HAS_MEMO) {
+            E::str(out, value);
+            return;
+        }
+        match self.strings.get(value) {
+            Some(&index) => E::memo_get(out, index),
+            None => {
+                E::str(out, value);
+                if E::memoize(out) {
+                    self.strings.insert(value, self.memoized);
+                    self.memoized += 1;
+                }
+            }
         }
     }
 
@@ -738,18 +801,57 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
         Ok(())
     }
 
+    /// Every device's segments where its trace ends: a framework device's buffers as its
+    /// trace leaves them ([`framework_segments`]), the host's blocks one segment each
+    /// ([`host_segments`]).
+    fn final_segments(&self) -> Vec<SegmentState> {
+        let events = &self.snapshot.events;
+        let mut host = HostReplay::default();
+        let mut framework: Vec<FrameworkReplay> = (0..self.layout.framework_devices)
+            .map(|device| FrameworkReplay::new(device as i32))
+            .collect();
+        for (index, event) in events.iter().enumerate() {
+            match usize::try_from(event.device) {
+                Ok(device) => framework[device].step(event),
+                Err(_) => {
+                    host.step(events, index);
+                }
+            }
+        }
+        let mut segments: Vec<SegmentState> = framework
+            .into_iter()
+            .flat_map(|replay| replay.segments_at_end(self.snapshot))
+            .collect();
+        if let Some(host_index) = self.layout.host_index {
+            segments.extend(host.live_at_end(events).into_iter().map(|index| {
+                let block = &events[index];
+                SegmentState {
+                    device: host_index as i32,
+                    addr: block.addr,
+                    size: segment_size(block.size),
+                    requested_size: block.size,
+                    stream: block.stream,
+                    active: true,
+                    stack: block.stack,
+                    op: block.op,
+                }
+            }));
+        }
+        segments
+    }
+
     fn write_segments(&mut self) -> io::Result<()> {
-        let mut segments: Vec<&SegmentState> = self
+        self.stats.skipped_segments = self
             .snapshot
             .segments
             .iter()
-            .filter(|segment| segment.device >= 0)
-            .collect();
-        self.stats.skipped_segments = self.snapshot.segments.len() - segments.len();
+            .filter(|segment| segment.device < 0)
+            .count();
+        let mut segments = self.final_segments();
         segments.sort_by_key(|segment| (segment.device, segment.addr));
 
         let mut list = List::<E>::begin(&mut self.buf);
-        for segment in segments {
+        for segment in &segments {
             list.item(&mut self.buf);
             self.write_segment(segment);
             self.stats.segments += 1;
@@ -844,11 +946,20 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
         for slot in 0..slots {
             traces.item(&mut self.buf);
             let mut trace = List::<E>::begin(&mut self.buf);
+            let mut host = (Some(slot) == self.layout.host_index).then(HostReplay::default);
             for &index in &order[starts[slot]..starts[slot + 1]] {
                 let event = &snapshot.events[index];
-                for &action in trace_actions(event.action) {
-                    trace.item(&mut self.buf);
-                    self.write_entry(action, event);
+                match host.as_mut() {
+                    Some(replay) => {
+                        let step = replay.step(&snapshot.events, index);
+                        self.write_host_entries(&mut trace, step, index);
+                    }
+                    None => {
+                        for &action in trace_actions(event.action) {
+                            trace.item(&mut self.buf);
+                            self.write_entry(action, event, event.size);
+                        }
+                    }
                 }
                 self.flush_if_full()?;
             }
@@ -859,9 +970,41 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
         Ok(())
     }
 
-    fn write_entry(&mut self, action: &str, event: &Event) {
+    /// The entries of one host event (see [`host_segments`]).
+    fn write_host_entries(&mut self, trace: &mut List<E>, step: HostStep, index: usize) {
+        let events = &self.snapshot.events;
+        let event = &events[index];
+        let mut write = |run: &mut Self, action: &'static str, event: &Event, size: u64| {
+            trace.item(&mut run.buf);
+            run.write_entry(action, event, size);
+        };
+        match step {
+            HostStep::Alloc { replaces } => {
+                if let Some(stale) = replaces {
+                    // Its free was never recorded: it ends where the address is reused.
+                    let ended = Event {
+                        time_ns: event.time_ns,
+                        ..events[stale]
+                    };
+                    write(self, "free_requested", &ended, ended.size);
+                    write(self, "free_completed", &ended, ended.size);
+                    write(self, "segment_free", &ended, segment_size(ended.size));
+                }
+                write(self, "segment_alloc", event, segment_size(event.size));
+                write(self, "alloc", event, event.size);
+            }
+            HostStep::Free { size } => {
+                write(self, "free_requested", event, size);
+                write(self, "free_completed", event, size);
+                write(self, "segment_free", event, segment_size(size));
+            }
+            HostStep::Skip => {}
+        }
+    }
+
+    fn write_entry(&mut self, action: &'static str, event: &Event, size: u64) {
         let addr = self.ints.masked(event.addr);
-        let size = self.ints.saturated(event.size);
+        let size = self.ints.saturated(size);
         let stream = self.ints.masked(event.stream);
         let time_us = self.ints.saturated(event.time_ns / 1000);
         let op = event.op as usize;
@@ -872,28 +1015,29 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
         };
 
         let out = &mut self.buf;
+        let memo = &mut self.frames;
         let mut dict = Dict::<E>::begin(out);
-        dict.key(out, "action");
-        E::str(out, action);
-        dict.key(out, "addr");
+        memo.key(&mut dict, out, "action");
+        memo.string::<E>(out, action);
+        memo.key(&mut dict, out, "addr");
         E::int(out, addr);
-        dict.key(out, "size");
+        memo.key(&mut dict, out, "size");
         E::int(out, size);
-        dict.key(out, "stream");
+        memo.key(&mut dict, out, "stream");
         E::int(out, stream);
-        dict.key(out, "time_us");
+        memo.key(&mut dict, out, "time_us");
         E::int(out, time_us);
-        dict.key(out, "compile_context");
+        memo.key(&mut dict, out, "compile_context");
         out.extend_from_slice(&self.empty);
-        dict.key(out, "user_metadata");
+        memo.key(&mut dict, out, "user_metadata");
         out.extend_from_slice(op_string.unwrap_or(&self.empty));
         if self.stats.categories {
-            dict.key(out, "category");
+            memo.key(&mut dict, out, "category");
             out.extend_from_slice(op_string.unwrap_or(&self.unknown));
         }
-        if let Some(slot) = self.frames.slot::<E>(self.snapshot, event.stack) {
-            dict.key(out, "frames");
-            self.frames.write::<E>(out, slot);
+        if let Some(slot) = memo.slot::<E>(self.snapshot, event.stack) {
+            memo.key(&mut dict, out, "frames");
+            memo.write::<E>(out, slot);
         }
         dict.end(out);
     }
@@ -1392,9 +1536,16 @@ mod tests {
                 "segment_free"
             ]
         );
+        // The host heap: a segment per block, with the block.
         assert_eq!(
             actions(&traces[2]),
-            ["alloc", "free_requested", "free_completed"]
+            [
+                "segment_alloc",
+                "alloc",
+                "free_requested",
+                "free_completed",
+                "segment_free"
+            ]
         );
         let entries: usize = traces.iter().map(|t| t.list().len()).sum();
         assert_eq!(stats.trace_entries, entries as u64);
@@ -1497,6 +1648,126 @@ mod tests {
         assert_eq!(segments[1].at("blocks").list()[0].at("frames").list(), []);
     }
 
+    /// `(action, addr, size)` of every entry of a trace.
+    fn entries(trace: &Value) -> Vec<(&str, i64, i64)> {
+        trace
+            .list()
+            .iter()
+            .map(|e| (e.at("action").str(), e.at("addr").int(), e.at("size").int()))
+            .collect()
+    }
+
+    #[test]
+    fn host_blocks_get_one_segment_each_consistent_with_the_trace() {
+        let mut snapshot = MemorySnapshot::default();
+        snapshot.stacks.insert(1, vec![frame("f", 10)]);
+        snapshot.events = vec![
+            // Allocated before the trace (the ring lost it): live from the start.
+            event(Action::Free, 0x100, 48, HOST_DEVICE, 1, 0),
+            event(Action::Alloc, 0x200, 32, HOST_DEVICE, 1, 0),
+            event(Action::Alloc, 0x300, 0, HOST_DEVICE, 1, 0),
+            // Reused without a recorded free: the stale block ends first.
+            event(Action::Alloc, 0x200, 64, HOST_DEVICE, 1, 0),
+            // A free's size is the live block's.
+            event(Action::Free, 0x300, 999, HOST_DEVICE, 0, 0),
+        ];
+        let root = decode(&pickled(|o| {
+            write_pickle(&snapshot, o).unwrap();
+        }));
+        let trace = &root.at("device_traces").list()[0];
+        assert_eq!(
+            entries(trace),
+            [
+                ("free_requested", 0x100, 48),
+                ("free_completed", 0x100, 48),
+                ("segment_free", 0x100, 48),
+                ("segment_alloc", 0x200, 32),
+                ("alloc", 0x200, 32),
+                ("segment_alloc", 0x300, 1),
+                ("alloc", 0x300, 0),
+                ("free_requested", 0x200, 32),
+                ("free_completed", 0x200, 32),
+                ("segment_free", 0x200, 32),
+                ("segment_alloc", 0x200, 64),
+                ("alloc", 0x200, 64),
+                ("free_requested", 0x300, 0),
+                ("free_completed", 0x300, 0),
+                ("segment_free", 0x300, 1),
+            ]
+        );
+        // The blocks live at the end, each in its own segment on the host's device.
+        let segments = root.at("segments").list();
+        assert_eq!(segments.len(), 1);
+        let segment = &segments[0];
+        assert_eq!(segment.at("device").int(), 0);
+        assert_eq!(segment.at("address").int(), 0x200);
+        assert_eq!(segment.at("total_size").int(), 64);
+        let block = &segment.at("blocks").list()[0];
+        assert_eq!(block.at("state").str(), "active_allocated");
+        assert_eq!(block.at("size").int(), 64);
+        assert_eq!(block.at("requested_size").int(), 64);
+        assert_eq!(block.at("frames").list()[0].at("name").str(), "f");
+    }
+
+    #[test]
+    fn framework_segments_are_where_the_trace_ends() {
+        let events = vec![
+            // Allocated before the trace: first seen going back to the cache.
+            event(Action::FreeActiveToCache, 0x1000, 256, 0, 0, 0),
+            event(Action::AllocNew, 0x2000, 512, 0, 0, 0),
+            event(Action::AllocNew, 0x3000, 128, 0, 0, 0),
+            event(Action::FreeActiveToOs, 0x3000, 128, 0, 0, 0),
+        ];
+        let untouched = SegmentState {
+            device: 0,
+            addr: 0x4000,
+            size: 64,
+            requested_size: 64,
+            stream: 0,
+            active: false,
+            stack: 0,
+            op: 0,
+        };
+        // The allocator's state read later: 0x2000 freed since and 0x3000 reused; only
+        // the buffer the trace never touched is taken from it.
+        let snapshot = MemorySnapshot {
+            events,
+            segments: vec![
+                SegmentState {
+                    addr: 0x3000,
+                    active: true,
+                    ..untouched.clone()
+                },
+                untouched.clone(),
+            ],
+            ..MemorySnapshot::default()
+        };
+        let root = decode(&pickled(|o| {
+            write_pickle(&snapshot, o).unwrap();
+        }));
+        let segments: Vec<(i64, i64, &str)> = root
+            .at("segments")
+            .list()
+            .iter()
+            .map(|s| {
+                let block = &s.at("blocks").list()[0];
+                (
+                    s.at("address").int(),
+                    s.at("total_size").int(),
+                    block.at("state").str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            segments,
+            [
+                (0x1000, 256, "inactive"),
+                (0x2000, 512, "active_allocated"),
+                (0x4000, 64, "inactive"),
+            ]
+        );
+    }
+
     #[test]
     fn categories_are_left_out_without_an_unknown_one() {
         let mut snapshot = tiny();
@@ -1542,8 +1813,9 @@ mod tests {
         snapshot.events.push(e);
         let mut bytes = Vec::new();
         let stats = write_pickle(&snapshot, &mut bytes).unwrap();
-        // Two entries, four big ints each.
-        assert_eq!(stats.clamped_ints, 8);
+        // Two entries, four big ints each, and the segment it leaves (address, size,
+        // requested size and stream).
+        assert_eq!(stats.clamped_ints, 12);
         let root = decode(&bytes);
         let entry = &root.at("device_traces").list()[0].list()[1];
         assert_eq!(entry.at("addr").int(), 0x1000);
@@ -1662,6 +1934,12 @@ mod tests {
         );
         assert!(shared.contains(&b'j'));
         assert_eq!(decode(&shared), decode(&plain));
+        // Entry keys and actions are written once and repeated from the memo.
+        let count =
+            |bytes: &[u8], word: &[u8]| bytes.windows(word.len()).filter(|w| *w == word).count();
+        assert_eq!(count(&shared, b"compile_context"), 1);
+        assert_eq!(count(&shared, b"free_requested"), 1);
+        assert!(count(&plain, b"compile_context") > 1000);
 
         // JSON has no memo: sharing changes nothing there.
         let mut json = Vec::new();
@@ -1791,8 +2069,9 @@ expected = {
    E("segment_alloc", 0xC000, 256, "add", None), E("alloc", 0xC000, 256, "add", None),
    E("free_requested", 0xC000, 256, "", None), E("free_completed", 0xC000, 256, "", None),
    E("segment_free", 0xC000, 256, "", None), E("segment_free", 0xB000, 512, "", None)],
-  [E("alloc", 0x1000, 64, "", s1),
-   E("free_requested", 0x1000, 64, "", None), E("free_completed", 0x1000, 64, "", None)]],
+  [E("segment_alloc", 0x1000, 64, "", s1), E("alloc", 0x1000, 64, "", s1),
+   E("free_requested", 0x1000, 64, "", None), E("free_completed", 0x1000, 64, "", None),
+   E("segment_free", 0x1000, 64, "", None)]],
  "allocator_settings": {"producer": snap["allocator_settings"]["producer"],
                         "python_heap_device_index": 2},
 }

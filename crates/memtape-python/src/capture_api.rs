@@ -3,17 +3,20 @@
 use pyo3::prelude::*;
 
 use crate::capture_sink;
+use crate::own_work::own_work;
 
 /// Starts recording every allocation and free into a capture file.
 #[pyfunction]
 #[pyo3(signature = (path, metadata_json, min_size=0))]
-pub(crate) fn _start_capture(
-    py: Python<'_>,
+pub(crate) fn _start_capture<'py>(
+    py: Python<'py>,
     path: std::path::PathBuf,
     metadata_json: &str,
     min_size: u64,
-) -> PyResult<()> {
-    capture_sink::start(py, &path, metadata_json, min_size)
+) -> PyResult<Bound<'py, PyAny>> {
+    own_work(py, || {
+        capture_sink::start(py, &path, metadata_json, min_size)
+    })
 }
 
 /// Finishes the capture file, noting how the program ended (`exit`: "normal",

@@ -9,6 +9,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::frame_resolve::{raw_frames, FrameResolver, HeldCodes};
 use crate::frames::RawFrame;
+use crate::own_work::own_work;
 use crate::recorder::{self, EventSettings, RECORDER};
 use crate::{hook_mode, hooks, numpy_handler};
 
@@ -23,7 +24,23 @@ pub(crate) fn record_memory_events(
     python_heap: bool,
     framework: bool,
     max_frames: u32,
-) -> PyResult<()> {
+) -> PyResult<Bound<'_, PyAny>> {
+    own_work(py, || {
+        set_recording(
+            py,
+            enabled,
+            EventSettings {
+                max_entries,
+                min_size,
+                python_heap,
+                framework,
+                max_frames: max_frames.max(1),
+            },
+        )
+    })
+}
+
+fn set_recording(py: Python<'_>, enabled: bool, settings: EventSettings) -> PyResult<()> {
     if !enabled {
         recorder::stop_events();
         if !recorder::hooks_active() {
@@ -32,20 +49,14 @@ pub(crate) fn record_memory_events(
         }
         return Ok(());
     }
-    if max_entries == 0 {
+    if settings.max_entries == 0 {
         return Err(PyValueError::new_err("max_entries must be at least 1"));
     }
-    if python_heap {
+    if settings.python_heap {
         numpy_handler::sync(py, true);
         hooks::install(py);
     }
-    let released = recorder::start_events(EventSettings {
-        max_entries,
-        min_size,
-        python_heap,
-        framework,
-        max_frames: max_frames.max(1),
-    });
+    let released = recorder::start_events(settings);
     if !recorder::hooks_active() {
         hooks::uninstall(py);
     }
@@ -63,12 +74,14 @@ pub(crate) fn is_recording_memory_events() -> bool {
 
 /// `(kept, dropped)` counts of the current or last recording.
 #[pyfunction]
-pub(crate) fn memory_event_counts() -> (usize, u64) {
-    RECORDER
-        .lock()
-        .as_ref()
-        .and_then(|r| r.events.as_ref())
-        .map_or((0, 0), |e| (e.ring.len(), e.ring.dropped()))
+pub(crate) fn memory_event_counts(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    own_work(py, || {
+        Ok(RECORDER
+            .lock()
+            .as_ref()
+            .and_then(|r| r.events.as_ref())
+            .map_or((0, 0), |e| (e.ring.len(), e.ring.dropped())))
+    })
 }
 
 struct CopiedEvents {
@@ -181,14 +194,16 @@ fn event_dict<'py>(
 
 /// The kept events, oldest first, as dicts.
 #[pyfunction]
-pub(crate) fn get_memory_events(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
-    let snapshot = memory_snapshot(py);
-    let list = PyList::empty(py);
-    let mut cache = FxHashMap::default();
-    for e in &snapshot.events {
-        list.append(event_dict(py, &snapshot, e, &mut cache)?)?;
-    }
-    Ok(list)
+pub(crate) fn get_memory_events(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    own_work(py, || {
+        let snapshot = memory_snapshot(py);
+        let list = PyList::empty(py);
+        let mut cache = FxHashMap::default();
+        for e in &snapshot.events {
+            list.append(event_dict(py, &snapshot, e, &mut cache)?)?;
+        }
+        Ok(list)
+    })
 }
 
 /// Rebuilds a snapshot from events as `get_memory_events` returned them (frames
@@ -263,9 +278,18 @@ fn snapshot_from_dicts(events: &Bound<'_, PyAny>) -> PyResult<MemorySnapshot> {
 /// memory viewer, as a pickle or as JSON. Returns `(trace entries, host device index)`.
 #[pyfunction]
 #[pyo3(signature = (path, format, events=None))]
-pub(crate) fn dump_snapshot(
-    py: Python<'_>,
+pub(crate) fn dump_snapshot<'py>(
+    py: Python<'py>,
     path: std::path::PathBuf,
+    format: &str,
+    events: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    own_work(py, || write_snapshot(py, &path, format, events))
+}
+
+fn write_snapshot(
+    py: Python<'_>,
+    path: &std::path::Path,
     format: &str,
     events: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(u64, Option<usize>)> {
@@ -284,7 +308,7 @@ pub(crate) fn dump_snapshot(
         None => memory_snapshot(py),
     };
     let write = || -> std::io::Result<memtape_core::TorchSnapshotStats> {
-        let file = std::fs::File::create(&path)?;
+        let file = std::fs::File::create(path)?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         let writer = memtape_core::TorchSnapshotWriter::new(&snapshot).share_frames(true);
         let stats = if json {

@@ -8,6 +8,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::op_context::{self, OpContext, TracebackHandle, NO_TRACEBACK};
+use crate::own_work::own_work;
 use crate::recorder::{with_recorder, Recorder};
 use crate::{capture, thread_id, thread_state};
 
@@ -172,20 +173,24 @@ pub(crate) const FRAMEWORK_ACTIONS: &str =
 /// The current Python stack as an id to hand to `op_context` later (0 while events are
 /// not being recorded). Ids go stale when a new recording starts.
 #[pyfunction]
-pub(crate) fn capture_traceback() -> TracebackHandle {
-    capture_traceback_now()
+pub(crate) fn capture_traceback(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    own_work(py, || Ok(capture_traceback_now()))
 }
 
 /// Enters an op context (use `memtape.op_context`).
 #[pyfunction]
-pub(crate) fn _push_op(name: &str, traceback: TracebackHandle) -> PyResult<()> {
-    Ok(push_op(name, traceback)?)
+pub(crate) fn _push_op<'py>(
+    py: Python<'py>,
+    name: &str,
+    traceback: TracebackHandle,
+) -> PyResult<Bound<'py, PyAny>> {
+    own_work(py, || Ok(push_op(name, traceback)?))
 }
 
 /// Leaves the innermost op context (use `memtape.op_context`).
 #[pyfunction]
-pub(crate) fn _pop_op() -> PyResult<()> {
-    Ok(pop_op()?)
+pub(crate) fn _pop_op(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    own_work(py, || Ok(pop_op()?))
 }
 
 fn whole(value: &Bound<'_, PyAny>, name: &str, max: u128) -> PyResult<u64> {
@@ -225,7 +230,21 @@ fn whole(value: &Bound<'_, PyAny>, name: &str, max: u128) -> PyResult<u64> {
 /// earlier ones raises ValueError and changes nothing.
 #[pyfunction]
 #[pyo3(signature = (action, address, size, *, device=None, stream=None, requested_size=None))]
-pub(crate) fn record_allocator_event(
+pub(crate) fn record_allocator_event<'py>(
+    py: Python<'py>,
+    action: &Bound<'py, PyAny>,
+    address: &Bound<'py, PyAny>,
+    size: &Bound<'py, PyAny>,
+    device: Option<&Bound<'py, PyAny>>,
+    stream: Option<&Bound<'py, PyAny>>,
+    requested_size: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    own_work(py, || {
+        report_from_python(action, address, size, device, stream, requested_size)
+    })
+}
+
+fn report_from_python(
     action: &Bound<'_, PyAny>,
     address: &Bound<'_, PyAny>,
     size: &Bound<'_, PyAny>,

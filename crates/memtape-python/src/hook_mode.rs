@@ -8,6 +8,7 @@ use crate::capture::ThreadCapture;
 
 /// The calling thread's relation to the allocation hooks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub(crate) enum HookMode {
     /// Ordinary code: allocations and frees are recorded.
     Idle,
@@ -18,6 +19,26 @@ pub(crate) enum HookMode {
     Untraced,
     /// Between fork preparation and the fork: nothing is recorded, the recorder is locked.
     Forking,
+}
+
+impl HookMode {
+    /// Every mode, in the order of their codes.
+    const ALL: [HookMode; 4] = [
+        HookMode::Idle,
+        HookMode::InAllocHook,
+        HookMode::Untraced,
+        HookMode::Forking,
+    ];
+
+    /// A small number standing for the mode (Python holds it as a token).
+    pub(crate) fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The mode `code` stands for.
+    pub(crate) fn from_code(code: u8) -> Option<HookMode> {
+        HookMode::ALL.get(usize::from(code)).copied()
+    }
 }
 
 /// Per-thread hook state.
@@ -69,12 +90,17 @@ pub(crate) fn set(mode: HookMode) -> HookMode {
 
 /// Runs `f` with allocations of this thread unrecorded (memtape's own bookkeeping).
 pub(crate) fn untraced<R>(f: impl FnOnce() -> R) -> R {
+    with_mode(HookMode::Untraced, f)
+}
+
+/// Runs `f` with the calling thread in `mode`, then restores the mode it had.
+pub(crate) fn with_mode<R>(mode: HookMode, f: impl FnOnce() -> R) -> R {
     struct Restore(HookMode);
     impl Drop for Restore {
         fn drop(&mut self) {
             set(self.0);
         }
     }
-    let _restore = Restore(set(HookMode::Untraced));
+    let _restore = Restore(set(mode));
     f()
 }

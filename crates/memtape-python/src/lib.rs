@@ -17,6 +17,7 @@ mod launcher_frames;
 mod numpy_handler;
 mod object_block;
 mod op_context;
+mod own_work;
 mod recorder;
 mod ref_tracer;
 mod report_api;
@@ -73,6 +74,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capture_api::_start_capture, m)?)?;
     m.add_function(wrap_pyfunction!(capture_api::_stop_capture, m)?)?;
     m.add_function(wrap_pyfunction!(capture_api::mark, m)?)?;
+    m.add_function(wrap_pyfunction!(own_work::_own_work_begin, m)?)?;
+    m.add_function(wrap_pyfunction!(own_work::_call_as_program, m)?)?;
+    m.add_function(wrap_pyfunction!(own_work::_work_end, m)?)?;
+    m.add_function(wrap_pyfunction!(own_work::_events_or_capture_recording, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_handler, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_handler::uninstall_numpy_handler, m)?)?;
     m.add("NUMPY_DOMAIN", numpy_handler::NUMPY_DOMAIN)?;

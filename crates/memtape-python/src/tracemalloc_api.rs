@@ -7,6 +7,7 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+use crate::own_work::own_work;
 use crate::recorder::{self, MAX_NFRAME, NFRAME, RECORDER, TRACING};
 use crate::trace_set_py::{raw_traces, PyTraceSet};
 use crate::{hooks, numpy_handler, object_block, ref_tracer, trace_collect};
@@ -165,6 +166,10 @@ pub(crate) fn _get_object_traceback<'py>(
 
 /// All live traces as a `TraceSet` (statistics in Rust), or None when not tracing.
 #[pyfunction]
-pub(crate) fn _take_trace_set(py: Python<'_>) -> Option<PyTraceSet> {
-    trace_collect::snapshot(py).map(|inner| PyTraceSet { inner })
+pub(crate) fn _take_trace_set(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    // memtape's own object, untraced; the Python-level Snapshot built around it is
+    // traced, as the standard library traces its own Snapshot construction.
+    own_work(py, || {
+        Ok(trace_collect::snapshot(py).map(|inner| PyTraceSet { inner }))
+    })
 }

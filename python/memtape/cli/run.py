@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pkgutil  # noqa: F401 - runpy.run_path imports it: loaded before the capture starts
 import platform
 import signal
 import sys
@@ -163,6 +164,17 @@ def main(argv: list[str]) -> int:
     refuse_overwrite("run", shown, opts.force)
     launcher = os.path.abspath(sys.argv[0])  # before prepare() replaces sys.argv
     prepare(opts.program)
+    # memtape's own work on this thread stays out of the capture; run() hands the thread
+    # back to the program while it runs.
+    token = _native._own_work_begin()
+    try:
+        return _record(opts, shown, path, launcher)
+    finally:
+        _native._work_end(token)
+
+
+def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
+    """Records the program into ``path`` and prints the summary; the exit status."""
     try:
         _native._start_capture(path, metadata(opts, launcher), opts.min_size)
     except OSError as exc:

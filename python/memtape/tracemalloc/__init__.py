@@ -610,12 +610,20 @@ def take_snapshot() -> Snapshot:
         raise RuntimeError(
             "the tracemalloc module must be tracing memory allocations to take a snapshot"
         )
-    limit = get_traceback_limit()
-    if _get_traces is _native._get_traces:
-        trace_set = _native._take_trace_set()
-        if trace_set is not None:
-            return Snapshot._from_trace_set(trace_set, limit)
-    return Snapshot(_get_traces(), limit)
+    # Like the stdlib, the Snapshot built here is traced; an event recording or a capture
+    # keeps only the program's allocations, so it is left out of them.
+    hidden = _native._events_or_capture_recording()
+    token = _native._own_work_begin() if hidden else None
+    try:
+        limit = get_traceback_limit()
+        if _get_traces is _native._get_traces:
+            trace_set = _native._take_trace_set()
+            if trace_set is not None:
+                return Snapshot._from_trace_set(trace_set, limit)
+        return Snapshot(_get_traces(), limit)
+    finally:
+        if token is not None:
+            _native._work_end(token)
 
 
 def install() -> None:

@@ -3,17 +3,25 @@
 use pyo3::prelude::*;
 
 use crate::capture_sink;
+use crate::native as native_memory;
 
 /// Starts recording every allocation and free into a capture file.
 #[pyfunction]
-#[pyo3(signature = (path, metadata_json, min_size=0))]
+#[pyo3(signature = (path, metadata_json, min_size=0, native=false))]
 pub(crate) fn _start_capture(
     py: Python<'_>,
     path: std::path::PathBuf,
     metadata_json: &str,
     min_size: u64,
+    native: bool,
 ) -> PyResult<()> {
-    capture_sink::start(py, &path, metadata_json, min_size)
+    capture_sink::start(py, &path, metadata_json, min_size)?;
+    // Where libc cannot be hooked the capture records the Python heap only; the trailer
+    // says so (no patched slots).
+    if native {
+        native_memory::start(native_memory::SINK_CAPTURE);
+    }
+    Ok(())
 }
 
 /// Finishes the capture file, noting how the program ended (`exit`: "normal",
@@ -24,9 +32,14 @@ pub(crate) fn _start_capture(
 #[pyo3(signature = (exit="normal", exit_code=0))]
 pub(crate) fn _stop_capture(py: Python<'_>, exit: &str, exit_code: i64) -> PyResult<(u64, u64)> {
     let exit = serde_json::Value::from(exit);
+    let (slots, unknown_frees, _, _) = native_memory::counters();
+    native_memory::stop(native_memory::SINK_CAPTURE);
     capture_sink::stop(
         py,
-        &format!(", \"exit\": {exit}, \"exit_code\": {exit_code}"),
+        &format!(
+            ", \"exit\": {exit}, \"exit_code\": {exit_code}, \
+             \"native\": {{\"patched_slots\": {slots}, \"unknown_frees\": {unknown_frees}}}"
+        ),
     )
 }
 
@@ -35,4 +48,11 @@ pub(crate) fn _stop_capture(py: Python<'_>, exit: &str, exit_code: i64) -> PyRes
 #[pyfunction]
 pub(crate) fn mark(label: &str) -> bool {
     capture_sink::mark(label)
+}
+
+/// native_counters() -> (patched slots, unknown frees, live native bytes, peak native
+/// bytes): how native tracing is doing.
+#[pyfunction]
+pub(crate) fn native_counters() -> (usize, u64, u64, u64) {
+    native_memory::counters()
 }

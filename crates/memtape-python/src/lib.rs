@@ -13,6 +13,7 @@ mod frames;
 mod framework_api;
 mod hook_mode;
 mod hooks;
+mod native;
 mod numpy_handler;
 mod object_block;
 mod op_context;
@@ -71,6 +72,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capture_api::_start_capture, m)?)?;
     m.add_function(wrap_pyfunction!(capture_api::_stop_capture, m)?)?;
     m.add_function(wrap_pyfunction!(capture_api::mark, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_api::native_counters, m)?)?;
+    m.add("NATIVE_DOMAIN", native::NATIVE_DOMAIN)?;
     m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_handler, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_handler::uninstall_numpy_handler, m)?)?;
     m.add("NUMPY_DOMAIN", numpy_handler::NUMPY_DOMAIN)?;

@@ -8,6 +8,7 @@ use super::replay::ReplayResult;
 use super::run_info::RunInfo;
 use super::sites::{Frame, Site};
 use super::units::{grouped, human_duration, human_size, human_size_diff, percent, signed_count};
+use crate::memory_source::{MemorySource, SourceSplit};
 
 /// `s` with control characters (a terminal escape in a file name) written as escapes.
 fn printable(s: &str) -> std::borrow::Cow<'_, str> {
@@ -102,6 +103,23 @@ impl Table {
     }
 }
 
+/// Whether memory other than the Python heap was recorded (then totals are split).
+pub fn has_several_sources(r: &ReplayResult) -> bool {
+    [&r.peak_by_source, &r.end_by_source].iter().any(|s| {
+        s.iter()
+            .any(|(src, b)| src != MemorySource::Python && b > 0)
+    })
+}
+
+/// `python 1.2 MB, native 3.4 MB, framework 0 B`.
+pub fn source_split_text(split: &SourceSplit) -> String {
+    split
+        .iter()
+        .map(|(src, bytes)| format!("{} {}", src.name(), human_size(bytes)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Summary of a replay: duration, events, peak, what was live at the end.
 pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
     let mut rows: Vec<(&str, String)> = Vec::new();
@@ -149,6 +167,10 @@ pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
             grouped(r.peak.event_index)
         ),
     ));
+    let split = has_several_sources(r);
+    if split {
+        rows.push(("  by source", source_split_text(&r.peak_by_source)));
+    }
     rows.push((
         "Live at end",
         format!(
@@ -157,6 +179,9 @@ pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
             grouped(r.end_blocks)
         ),
     ));
+    if split {
+        rows.push(("  by source", source_split_text(&r.end_by_source)));
+    }
     if r.dropped > 0 {
         rows.push(("Dropped events", grouped(r.dropped)));
     }

@@ -19,6 +19,27 @@ from memtape import _native
 
 SOURCES = Path(__file__).parent / "native"
 
+#: The start of a test program: loads the library given as ``sys.argv[1]`` as ``lib``
+#: with typed functions, and ``libc_malloc`` is libc's own ``malloc``.
+LOAD_LIBRARY = """
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+P = ctypes.c_void_p
+S = ctypes.c_size_t
+for name, args in {
+    "na_malloc": [S], "na_calloc": [S, S], "na_realloc": [P, S],
+    "na_reallocarray": [P, S, S], "na_free": [P], "na_memalign": [S, S],
+    "na_aligned_alloc": [S, S], "na_valloc": [S], "na_posix_memalign": [S, S],
+    "na_mmap": [S], "na_munmap": [P, S], "na_mremap": [P, S, S],
+    "na_pthread_alloc": [S, ctypes.c_int], "na_pthread_free": [],
+    "na_churn": [ctypes.c_int, S], "na_malloc_target": [],
+}.items():
+    fn = getattr(lib, name)
+    fn.argtypes = args
+    fn.restype = P if name not in ("na_munmap", "na_pthread_alloc", "na_churn") else ctypes.c_long
+libc_malloc = ctypes.cast(ctypes.CDLL(None).malloc, P).value
+"""
+
 
 @dataclass(frozen=True)
 class NativeLibs:

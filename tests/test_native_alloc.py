@@ -13,29 +13,10 @@ from pathlib import Path
 import pytest
 from memtape import _native
 from memtape_cli import ok, python, record, write_program
-from native_lib import NativeLibs, build, domain_sizes, native_blocks
+from native_lib import LOAD_LIBRARY, NativeLibs, build, domain_sizes, native_blocks
 from source_lines import site
 
 PAGE = 4096
-
-LOAD = """
-import ctypes, sys
-lib = ctypes.CDLL(sys.argv[1])
-P = ctypes.c_void_p
-S = ctypes.c_size_t
-for name, args in {
-    "na_malloc": [S], "na_calloc": [S, S], "na_realloc": [P, S],
-    "na_reallocarray": [P, S, S], "na_free": [P], "na_memalign": [S, S],
-    "na_aligned_alloc": [S, S], "na_valloc": [S], "na_posix_memalign": [S, S],
-    "na_mmap": [S], "na_munmap": [P, S], "na_mremap": [P, S, S],
-    "na_pthread_alloc": [S, ctypes.c_int], "na_pthread_free": [],
-    "na_churn": [ctypes.c_int, S], "na_malloc_target": [],
-}.items():
-    fn = getattr(lib, name)
-    fn.argtypes = args
-    fn.restype = P if name not in ("na_munmap", "na_pthread_alloc", "na_churn") else ctypes.c_long
-libc_malloc = ctypes.cast(ctypes.CDLL(None).malloc, P).value
-"""
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +27,7 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> NativeLibs:
 def test_each_allocator_call_on_its_line(tmp_path: Path, libs: NativeLibs) -> None:
     script = write_program(
         tmp_path / "calls.py",
-        LOAD
+        LOAD_LIBRARY
         + """
 keep = []
 keep.append(lib.na_malloc(1000))  # @tm:malloc
@@ -121,7 +102,7 @@ keep = child.na_malloc(4321)  # @tm:child
 def test_thread_without_python_has_an_empty_stack(tmp_path: Path, libs: NativeLibs) -> None:
     script = write_program(
         tmp_path / "pthread.py",
-        LOAD
+        LOAD_LIBRARY
         + """
 assert lib.na_pthread_alloc(777, 10) == 0
 """,
@@ -146,7 +127,7 @@ def counters():
 def test_older_frees_are_counted_and_slots_restored(tmp_path: Path, libs: NativeLibs) -> None:
     script = write_program(
         tmp_path / "older.py",
-        LOAD
+        LOAD_LIBRARY
         + API_RUN
         + """
 older = [lib.na_malloc(5000) for _ in range(20)]
@@ -201,7 +182,7 @@ print("ok")
 def test_fork_child_runs_and_traces_again(tmp_path: Path, libs: NativeLibs) -> None:
     script = write_program(
         tmp_path / "forking.py",
-        LOAD
+        LOAD_LIBRARY
         + API_RUN
         + """
 import os
@@ -229,7 +210,7 @@ print("ok")
 def test_start_stop_race_with_eight_allocating_threads(tmp_path: Path, libs: NativeLibs) -> None:
     script = write_program(
         tmp_path / "race.py",
-        LOAD
+        LOAD_LIBRARY
         + API_RUN
         + """
 import threading
@@ -273,7 +254,7 @@ a = np.ones(1_000_000)  # @tm:array
 def test_no_native_heap_flag(tmp_path: Path, libs: NativeLibs) -> None:
     script = write_program(
         tmp_path / "off.py",
-        LOAD
+        LOAD_LIBRARY
         + """
 keep = lib.na_malloc(4000)
 """,

@@ -39,6 +39,7 @@ def record_memory_events(
     python_heap: bool,
     framework: bool,
     max_frames: int,
+    native: bool = False,
     /,
 ) -> None: ...
 def is_recording_memory_events() -> bool: ...

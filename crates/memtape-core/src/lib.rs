@@ -29,7 +29,7 @@ pub use event::{Action, Event, Source, HOST_DEVICE};
 pub use event_ring::EventRing;
 pub use live_table::{LiveEntry, LiveTable, TableFull};
 pub use memory_snapshot::{MemorySnapshot, ResolvedFrame, SegmentState};
-pub use memory_source::{MemorySource, SourceSplit, NATIVE_DOMAIN, NUMPY_DOMAIN};
+pub use memory_source::{MemorySource, SourceSplit, NATIVE_DEVICE, NATIVE_DOMAIN, NUMPY_DOMAIN};
 pub use mmap_ranges::{MappedPiece, MmapRanges, RangeChange};
 pub use stack_table::{StackId, StackNode, StackTable, EMPTY_STACK};
 pub use torch_snapshot::{TorchSnapshotStats, TorchSnapshotWriter};

@@ -9,12 +9,14 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::frame_resolve::{raw_frames, FrameResolver, HeldCodes};
 use crate::frames::RawFrame;
+use crate::native as native_memory;
 use crate::recorder::{self, EventSettings, RECORDER};
 use crate::{hook_mode, hooks, numpy_handler};
 
 /// Starts (with a fresh ring) or stops recording memory events.
 #[pyfunction]
-#[pyo3(signature = (enabled, max_entries, min_size, python_heap, framework, max_frames))]
+#[pyo3(signature = (enabled, max_entries, min_size, python_heap, framework, max_frames, native=false))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn record_memory_events(
     py: Python<'_>,
     enabled: bool,
@@ -23,7 +25,10 @@ pub(crate) fn record_memory_events(
     python_heap: bool,
     framework: bool,
     max_frames: u32,
+    native: bool,
 ) -> PyResult<()> {
+    // A new recording, or none: native tracing for events starts again below if asked.
+    native_memory::stop(native_memory::SINK_EVENTS);
     if !enabled {
         recorder::stop_events();
         if !recorder::hooks_active() {
@@ -35,7 +40,9 @@ pub(crate) fn record_memory_events(
     if max_entries == 0 {
         return Err(PyValueError::new_err("max_entries must be at least 1"));
     }
-    if python_heap {
+    if python_heap || native {
+        // Native tracing needs the Python allocators wrapped too, so that the malloc
+        // beneath a Python block is not recorded as native.
         numpy_handler::sync(py, true);
         hooks::install(py);
     }
@@ -44,8 +51,12 @@ pub(crate) fn record_memory_events(
         min_size,
         python_heap,
         framework,
+        native,
         max_frames: max_frames.max(1),
     });
+    if native {
+        native_memory::start(native_memory::SINK_EVENTS);
+    }
     if !recorder::hooks_active() {
         hooks::uninstall(py);
     }

@@ -52,6 +52,8 @@ pub(crate) struct EventSink {
     pub(crate) min_size: u64,
     pub(crate) python_heap: bool,
     pub(crate) framework: bool,
+    /// Native blocks are recorded too (device [`memtape_core::NATIVE_DEVICE`]).
+    pub(crate) native: bool,
     /// Frames kept per event stack when events are read.
     pub(crate) max_frames: u32,
 }
@@ -363,6 +365,7 @@ pub(crate) struct EventSettings {
     pub(crate) min_size: u64,
     pub(crate) python_heap: bool,
     pub(crate) framework: bool,
+    pub(crate) native: bool,
     pub(crate) max_frames: u32,
 }
 
@@ -376,6 +379,7 @@ pub(crate) fn start_events(settings: EventSettings) -> Option<ReleasedCodes> {
             min_size: settings.min_size,
             python_heap: settings.python_heap,
             framework: settings.framework,
+            native: settings.native,
             max_frames: settings.max_frames,
         });
         publish_flags(rec);

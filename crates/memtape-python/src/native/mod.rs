@@ -35,6 +35,17 @@ pub(crate) use memtape_core::NATIVE_DOMAIN;
 
 /// Sinks that follow native memory (a bit each).
 pub(crate) const SINK_CAPTURE: u8 = 1;
+pub(crate) const SINK_EVENTS: u8 = 2;
+pub(crate) const SINK_TRACEMALLOC: u8 = 4;
+
+/// Set (to anything but empty or "0") when `tracemalloc.start()` is called, native blocks
+/// are traced too, in [`NATIVE_DOMAIN`] (the stdlib's semantics stay the default).
+pub(crate) const TRACEMALLOC_ENV: &str = "MEMTAPE_TRACEMALLOC_NATIVE";
+
+/// Whether `tracemalloc.start()` should trace native blocks too.
+pub(crate) fn wanted_by_tracemalloc() -> bool {
+    std::env::var_os(TRACEMALLOC_ENV).is_some_and(|v| !v.is_empty() && v != "0")
+}
 
 /// True while slots point at our hooks and something follows native memory: checked
 /// first by every hook.

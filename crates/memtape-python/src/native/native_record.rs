@@ -9,14 +9,16 @@
 //! code that created them and serve every later caller: the creator's line would take
 //! the blame for all of their memory.
 
-use memtape_core::{LiveEntry, RangeChange, StackId};
+use memtape_core::{
+    Action, Event, LiveEntry, LiveTable, RangeChange, StackId, EMPTY_STACK, NATIVE_DEVICE,
+};
 use pyo3::ffi;
 
-use super::NATIVE_DOMAIN;
+use super::{NATIVE_DOMAIN, SINK_TRACEMALLOC};
 use crate::capture::{self, Walked};
 use crate::hook_mode::HookThread;
 use crate::recorder::{Recorder, RECORDER};
-use crate::thread_state;
+use crate::{thread_id, thread_state};
 
 /// The calling thread's Python stack, walked before the recorder is locked; true when
 /// the thread holds the GIL.
@@ -54,19 +56,55 @@ macro_rules! native_recorder {
     };
 }
 
-fn begin(rec: &mut Recorder, addr: u64, size: u64, stack: StackId) {
-    // A full table drops this one block; the traced program keeps running.
-    let _ = rec.native.live.insert(NATIVE_DOMAIN, addr, size, stack);
-    if let Some(sink) = rec.capture.as_mut() {
-        sink.alloc(NATIVE_DOMAIN, addr, size, stack);
+/// Records an event for the event recorder when it follows native memory. Native events
+/// carry no op context (reading it could set up another thread-local from inside a hook),
+/// and a free carries no stack.
+fn push_event(rec: &mut Recorder, action: Action, addr: u64, size: u64, stack: StackId) {
+    let Some(sink) = rec.events.as_mut() else {
+        return;
+    };
+    if !(sink.recording && sink.native) || size < sink.min_size {
+        return;
+    }
+    sink.ring.push(Event {
+        action,
+        addr,
+        size,
+        requested_size: size,
+        device: NATIVE_DEVICE,
+        stream: 0,
+        thread: thread_id::current(),
+        time_ns: thread_id::now_ns(),
+        stack,
+        op: 0,
+    });
+}
+
+/// Where native blocks live: tracemalloc's own table when it asked for them (so its
+/// snapshots and totals include them), else the native table.
+fn table(rec: &mut Recorder) -> &mut LiveTable {
+    if rec.tracing && rec.native.sinks & SINK_TRACEMALLOC != 0 {
+        &mut rec.live
+    } else {
+        &mut rec.native.live
     }
 }
 
+fn begin(rec: &mut Recorder, addr: u64, size: u64, stack: StackId) {
+    // A full table drops this one block; the traced program keeps running.
+    let _ = table(rec).insert(NATIVE_DOMAIN, addr, size, stack);
+    if let Some(sink) = rec.capture.as_mut() {
+        sink.alloc(NATIVE_DOMAIN, addr, size, stack);
+    }
+    push_event(rec, Action::Alloc, addr, size, stack);
+}
+
 fn end(rec: &mut Recorder, addr: u64) -> Option<LiveEntry> {
-    let old = rec.native.live.remove(NATIVE_DOMAIN, addr)?;
+    let old = table(rec).remove(NATIVE_DOMAIN, addr)?;
     if let Some(sink) = rec.capture.as_mut() {
         sink.free(NATIVE_DOMAIN, old.addr, old.size);
     }
+    push_event(rec, Action::Free, old.addr, old.size, EMPTY_STACK);
     Some(old)
 }
 

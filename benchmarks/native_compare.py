@@ -10,7 +10,7 @@ finishing included: what a user waits for). Also reported: the child's peak RSS
 ``metadata.peak_memory``).
 
     python3 benchmarks/native_compare.py --python .venv-3.11/bin/python \\
-        --script benchmarks/workloads/pandas_frames.py --runs 5
+        --script benchmarks/native_workloads/pandas_frames.py --runs 5
 
 Needs memray in the measured interpreter (``PYTHON -m pip install memray``).
 """

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from memtape import _native
-from memtape_cli import ok, python, record, write_program
+from memtape_cli import memtape, ok, python, read_json, record, write_program
 from native_lib import LOAD_LIBRARY, NativeLibs, build, domain_sizes, native_blocks
 from source_lines import site
 
@@ -153,6 +153,10 @@ print(json.dumps({"hooked": during != libc_malloc, "restored": after == libc_mal
     # Only the block allocated while tracing is live: nothing negative, nothing lost.
     assert report["live"] >= 3000
     assert native_blocks(capture)[(3000, site(str(script), "kept"))] == 1
+    # The capture's trailer counts them, and stats says so.
+    stats = read_json("stats", capture)
+    assert stats["run"]["native_unknown_frees"] >= 20
+    assert "of memory allocated before tracing started" in ok(memtape("stats", capture)).stdout
 
 
 def test_decimal_allocator_pointer_is_left_alone(tmp_path: Path) -> None:

@@ -42,6 +42,8 @@ def test_stats_json_splits_peak_and_end(capture: Path) -> None:
     assert peak["framework"] >= 2_000_000
     assert peak["python"] > 0
     assert sum(peak.values()) == data["peak"]["bytes"]
+    # The run's peak RSS is recorded beside it (what memtape did not see is the rest).
+    assert data["run"]["max_rss_bytes"] > 10_000_000
     end = data["end"]["by_source"]
     assert end["native"] < 3_000_000
     assert sum(end.values()) == data["end"]["bytes"]
@@ -50,6 +52,7 @@ def test_stats_json_splits_peak_and_end(capture: Path) -> None:
 def test_stats_and_top_text_show_the_split(capture: Path) -> None:
     stats = ok(memtape("stats", capture)).stdout
     assert "by source:" in stats and "native" in stats
+    assert "Peak RSS:" in stats
     top = ok(memtape("top", capture)).stdout
     assert "By source: python" in top
     top_json = read_json("top", capture)

@@ -37,8 +37,9 @@ pub(crate) fn _stop_capture(py: Python<'_>, exit: &str, exit_code: i64) -> PyRes
     capture_sink::stop(
         py,
         &format!(
-            ", \"exit\": {exit}, \"exit_code\": {exit_code}, \
-             \"native\": {{\"patched_slots\": {slots}, \"unknown_frees\": {unknown_frees}}}"
+            ", \"exit\": {exit}, \"exit_code\": {exit_code}, \"max_rss_bytes\": {}, \
+             \"native\": {{\"patched_slots\": {slots}, \"unknown_frees\": {unknown_frees}}}",
+            max_rss_bytes()
         ),
     )
 }
@@ -55,4 +56,16 @@ pub(crate) fn mark(label: &str) -> bool {
 #[pyfunction]
 pub(crate) fn native_counters() -> (usize, u64, u64, u64) {
     native_memory::counters()
+}
+
+/// The process' peak resident set size so far, in bytes (0 if unknown).
+fn max_rss_bytes() -> u64 {
+    // SAFETY: getrusage fills the struct it is given; no other precondition.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    // Linux reports kilobytes.
+    u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024
 }

@@ -147,6 +147,10 @@ fn run_info(path: &Path, metadata: &str, summary: &ReadSummary) -> (RunInfo, usi
         start_time_ns: meta.get("start_time_ns").and_then(|p| p.as_u64()),
         exit: text(&trailer, "exit"),
         cut_short: !summary.complete,
+        max_rss_bytes: trailer.get("max_rss_bytes").and_then(|v| v.as_u64()),
+        native_unknown_frees: trailer
+            .pointer("/native/unknown_frees")
+            .and_then(|v| v.as_u64()),
     };
     let nframe = meta.get("nframe").and_then(|n| n.as_u64()).unwrap_or(0) as usize;
     let launcher_files = meta

@@ -55,7 +55,9 @@ fn run(w: &mut JsonWriter, run: &RunInfo) {
         .opt_uint("start_time_ns", run.start_time_ns)
         .opt_string("exit", run.exit.as_deref())
         .key("cut_short")
-        .bool(run.cut_short);
+        .bool(run.cut_short)
+        .opt_uint("max_rss_bytes", run.max_rss_bytes)
+        .opt_uint("native_unknown_frees", run.native_unknown_frees);
     w.end_object();
 }
 
@@ -211,7 +213,8 @@ mod tests {
             concat!(
                 r#"{"run":{"source":null,"argv":["a\"b.py"],"command":null,"python":null,"#,
                 r#""platform":null,"pid":42,"tool_version":null,"start_time_ns":null,"#,
-                r#""exit":null,"cut_short":false},"duration_ns":0,"events":1,"#,
+                r#""exit":null,"cut_short":false,"max_rss_bytes":null,"#,
+                r#""native_unknown_frees":null},"duration_ns":0,"events":1,"#,
                 r#""totals":{"allocs":0,"frees":0,"bytes_allocated":0,"bytes_freed":0,"#,
                 r#""unknown_frees":0,"replaced":0,"untracked":0},"#,
                 r#""peak":{"bytes":10,"blocks":1,"time_ns":5,"event_index":0,"#,

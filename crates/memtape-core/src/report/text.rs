@@ -120,6 +120,24 @@ pub fn source_split_text(split: &SourceSplit) -> String {
         .join(", ")
 }
 
+/// The process' peak RSS against the recorded peak: RSS above it is memory memtape did
+/// not see (statically linked allocators, the interpreter's own); below it, allocated
+/// memory that was never touched.
+fn rss_text(rss: u64, recorded: u64) -> String {
+    if rss > recorded {
+        format!(
+            "{} ({} more than the recorded peak: not seen by memtape)",
+            human_size(rss),
+            human_size(rss - recorded)
+        )
+    } else {
+        format!(
+            "{} (below the recorded peak: allocated memory not all touched)",
+            human_size(rss)
+        )
+    }
+}
+
 /// Summary of a replay: duration, events, peak, what was live at the end.
 pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
     let mut rows: Vec<(&str, String)> = Vec::new();
@@ -181,6 +199,18 @@ pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
     ));
     if split {
         rows.push(("  by source", source_split_text(&r.end_by_source)));
+    }
+    if let Some(rss) = run.max_rss_bytes.filter(|&b| b > 0) {
+        rows.push(("Peak RSS", rss_text(rss, r.peak.bytes)));
+    }
+    if let Some(n) = run.native_unknown_frees.filter(|&n| n > 0) {
+        rows.push((
+            "Native frees",
+            format!(
+                "{} of memory allocated before tracing started (ignored)",
+                grouped(n)
+            ),
+        ));
     }
     if r.dropped > 0 {
         rows.push(("Dropped events", grouped(r.dropped)));

@@ -1,10 +1,11 @@
-"""NumPy/pandas workload: read a 400,000-row CSV, group it and merge it, 2 rounds.
+"""NumPy/pandas workload for benchmarks/native_compare.py (it needs pandas, so it is not
+one of run.py's workloads): read a 400,000-row CSV, group it and merge it, 2 rounds.
 
 Most of its memory is native: the CSV parser's buffers, hash tables of groupby and merge,
 and the frames' NumPy blocks. The CSV is written once to the temporary directory (by the
 first run) and each round parses it from disk like a user's ``read_csv``.
 
-Run alone: ``python benchmarks/workloads/pandas_frames.py`` prints the elapsed seconds.
+Run alone: ``python benchmarks/native_workloads/pandas_frames.py`` prints the elapsed seconds.
 """
 
 from __future__ import annotations

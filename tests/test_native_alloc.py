@@ -141,13 +141,16 @@ kept = lib.na_malloc(3000)  # @tm:kept
 seen = counters()
 _native._stop_capture()
 after = lib.na_malloc_target()
-print(json.dumps({"hooked": during != libc_malloc, "restored": after == libc_malloc, **seen}))
+left = _native.native_counters()[0]
+print(json.dumps({"hooked": during != libc_malloc, "restored": after == libc_malloc,
+                  "left": left, **seen}))
 """,
     )
     capture = tmp_path / "older.mtape"
     result = ok(python(script, str(libs.alloc), str(capture)))
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["hooked"] and report["restored"]
+    assert report["left"] == 0  # every patched slot was put back
     assert report["slots"] > 0
     assert report["unknown"] >= 20
     # Only the block allocated while tracing is live: nothing negative, nothing lost.
@@ -266,3 +269,28 @@ keep = lib.na_malloc(4000)
     capture = tmp_path / "off.mtape"
     record(script, capture, str(libs.alloc), options=("--no-native-heap",))
     assert not native_blocks(capture)
+
+
+def test_stop_after_a_patched_library_was_unloaded(tmp_path: Path, libs: NativeLibs) -> None:
+    # The slots of an object unloaded while tracing are gone: stop must not write there.
+    script = write_program(
+        tmp_path / "unload.py",
+        API_RUN
+        + """
+import ctypes, os, sys, _ctypes
+start(sys.argv[2])
+handle = _ctypes.dlopen(sys.argv[1], os.RTLD_NOW | os.RTLD_LOCAL)
+child = ctypes.CDLL(sys.argv[1], handle=handle)
+child.na_malloc.restype = ctypes.c_void_p
+child.na_malloc.argtypes = [ctypes.c_size_t]
+child.na_free.argtypes = [ctypes.c_void_p]
+child.na_free(child.na_malloc(100))
+del child
+_ctypes.dlclose(handle)
+_native._stop_capture()
+print("ok")
+""",
+    )
+    child_lib = libs.parent.parent / "sub" / "libnachild.so"
+    result = ok(python(script, str(child_lib), str(tmp_path / "unload.mtape")))
+    assert result.stdout.strip().endswith("ok")

@@ -91,7 +91,11 @@ fn resolve() -> bool {
                 return;
             }
             for (i, name) in NAMES.iter().enumerate() {
-                let real = libc::dlsym(libc_handle, name.as_ptr()) as usize;
+                let mut real = libc::dlsym(libc_handle, name.as_ptr()) as usize;
+                if real == 0 && (i == f::DLOPEN || i == f::DLMOPEN) {
+                    // Before glibc 2.34 dlopen lives in libdl.
+                    real = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) as usize;
+                }
                 REAL[i].store(real, Ordering::Relaxed);
             }
             RESOLVED.store(
@@ -104,14 +108,20 @@ fn resolve() -> bool {
     RESOLVED.load(Ordering::Acquire)
 }
 
-fn patch(patches: &mut Patches) {
-    let reals: Vec<usize> = REAL.iter().map(|r| r.load(Ordering::Relaxed)).collect();
-    let globals: Vec<usize> = NAMES
+/// What each name resolves to in the global scope. Looked up before PATCHES is taken:
+/// dlsym takes the loader's lock, which a thread running constructors inside `dlopen`
+/// holds while its own nested `dlopen` reaches our hook and waits for PATCHES.
+fn global_definitions() -> Vec<usize> {
+    NAMES
         .iter()
         // SAFETY: dlsym in the global scope; no preconditions.
         .map(|n| unsafe { libc::dlsym(libc::RTLD_DEFAULT, n.as_ptr()) } as usize)
-        .collect();
-    got_patcher::patch_all(patches, &NAMES, &reals, &hook_addresses(), &globals);
+        .collect()
+}
+
+fn patch(patches: &mut Patches, globals: &[usize]) {
+    let reals: Vec<usize> = REAL.iter().map(|r| r.load(Ordering::Relaxed)).collect();
+    got_patcher::patch_all(patches, &NAMES, &reals, &hook_addresses(), globals);
 }
 
 /// Objects were loaded: patch their slots too (while tracing).
@@ -119,10 +129,11 @@ pub(crate) fn patch_new_objects() {
     if !ACTIVE.load(Ordering::Relaxed) {
         return;
     }
+    let globals = global_definitions();
     let mut patches = PATCHES.lock();
     // Stop may have run meanwhile: it clears ACTIVE under this lock.
     if ACTIVE.load(Ordering::Acquire) {
-        patch(&mut patches);
+        patch(&mut patches, &globals);
     }
 }
 
@@ -139,9 +150,10 @@ pub(crate) fn start(sink: u8) -> bool {
         }
         rec.native.sinks |= sink;
     });
+    let globals = global_definitions();
     let mut patches = PATCHES.lock();
     ACTIVE.store(true, Ordering::Release);
-    patch(&mut patches);
+    patch(&mut patches, &globals);
     true
 }
 
@@ -149,13 +161,16 @@ pub(crate) fn start(sink: u8) -> bool {
 /// inside a hook finish normally: hooks and the real functions stay).
 pub(crate) fn stop(sink: u8) {
     let remaining = with_recorder(|rec| {
+        if rec.native.sinks & sink == 0 {
+            return None;
+        }
         rec.native.sinks &= !sink;
         if rec.native.sinks == 0 {
             rec.native.clear();
         }
-        rec.native.sinks
+        Some(rec.native.sinks)
     });
-    if remaining == 0 {
+    if remaining == Some(0) {
         let mut patches = PATCHES.lock();
         ACTIVE.store(false, Ordering::Release);
         got_patcher::restore_all(&mut patches);

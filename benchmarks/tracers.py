@@ -5,8 +5,9 @@ A configuration is named by a string: ``untraced``, ``tracemalloc<N>`` (stdlib
 ``memray`` (``memray.Tracker(file, trace_python_allocators=True)``, the mode that sees
 every pymalloc allocation, as tracemalloc does), ``memtape-events`` (the event recorder:
 ``memtape.record_memory_events(True, 100_000)``, Python heap, the last 100k events) and
-``memtape-capture`` (``memtape run``'s recording: every event streamed to a capture file,
-like memray's).
+``memtape-capture`` (``memtape run --no-native-heap``'s recording: every Python-heap event
+streamed to a capture file, like memray's) and ``memtape-native`` (``memtape run``'s
+default: the same plus native malloc/mmap calls through the patched GOT slots).
 
 Starting and stopping happen in the measuring child process (single_run.py), outside the
 timed window; the runner itself only parses names.
@@ -34,7 +35,7 @@ DEFAULT_CONFIGS = (
 
 MAX_NFRAME = 65535  # tracemalloc's limit on start(nframe)
 _NAME = re.compile(
-    r"(?P<tracer>untraced|tracemalloc|memtape-events|memtape-capture|memtape|memray)"
+    r"(?P<tracer>untraced|tracemalloc|memtape-events|memtape-capture|memtape-native|memtape|memray)"
     r"(?P<nframe>[0-9]*)"
 )
 _TRACEMALLOC_MODULES = {"tracemalloc": "tracemalloc", "memtape": "memtape.tracemalloc"}
@@ -60,7 +61,8 @@ class TracerConfig:
         if match is None:
             raise ValueError(
                 f"unknown configuration {name!r}: use untraced, tracemalloc<N>, memtape<N> "
-                "memray, memtape-events or memtape-capture (for example tracemalloc25)"
+                "memray, memtape-events, memtape-capture or memtape-native (for example "
+                "tracemalloc25)"
             )
         tracer, digits = match["tracer"], match["nframe"]
         if tracer in _TRACEMALLOC_MODULES:
@@ -134,10 +136,11 @@ class _MemtapeEventsTracer(ActiveTracer):
 
 
 class _MemtapeCaptureTracer(ActiveTracer):
-    def __init__(self, memtape: ModuleType, scratch_dir: str) -> None:
+    def __init__(self, memtape: ModuleType, scratch_dir: str, native: bool) -> None:
         self._native = memtape._native
         self._path = os.path.join(scratch_dir, f"memtape-{os.getpid()}.mtape")
-        self._native._start_capture(self._path, '{"tool": "memtape", "nframe": 64}', 0)
+        metadata = '{"tool": "memtape", "nframe": 64}'
+        self._native._start_capture(self._path, metadata, 0, native)
 
     def stop(self) -> dict[str, Any]:
         events, _ = self._native._stop_capture()
@@ -155,7 +158,7 @@ def _import(module_name: str, hint: str) -> ModuleType:
 
 
 def _module_for(config: TracerConfig) -> ModuleType | None:
-    if config.tracer in ("memtape-events", "memtape-capture"):
+    if config.tracer in ("memtape-events", "memtape-capture", "memtape-native"):
         return _import(
             "memtape",
             "build memtape into the interpreter given by --python: scripts/venv.sh 3.11, "
@@ -197,7 +200,7 @@ def start(config: TracerConfig, scratch_dir: str) -> ActiveTracer:
         return _MemrayTracer(module, scratch_dir)
     if config.tracer == "memtape-events":
         return _MemtapeEventsTracer(module)
-    if config.tracer == "memtape-capture":
-        return _MemtapeCaptureTracer(module, scratch_dir)
+    if config.tracer in ("memtape-capture", "memtape-native"):
+        return _MemtapeCaptureTracer(module, scratch_dir, config.tracer == "memtape-native")
     assert config.nframe is not None
     return _TracemallocTracer(module, config.nframe)

@@ -77,6 +77,16 @@ ensure_node() {
   fi
 }
 
+ensure_gcc() {
+  # The native-allocation tests build a small C library with gcc and load it with ctypes.
+  command -v gcc >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null
+  else
+    echo "gcc is missing: install it (apt-get install gcc); the native tests will fail" >&2
+  fi
+}
+
 python_lints() {
   local py="$1"
   "$py" -m pip install -q ruff mypy >/dev/null &&
@@ -91,6 +101,7 @@ step "rust tests" rust_tests
 step "capture reader fuzzing" fuzz_reader
 ensure_chromium
 ensure_node
+ensure_gcc
 
 first=1
 for v in $versions; do

@@ -140,8 +140,9 @@ def test_top_json_totals_agree_with_stats(rec: Recorded) -> None:
     stats = read_json("stats", rec.new)
     for at, moment in (("peak", "peak"), ("end", "end")):
         top = read_json("top", rec.new, "--at", at, "--limit", "100000")
-        assert set(top) == {"total_bytes", "sites"}
+        assert set(top) == {"total_bytes", "sites", "by_source"}
         assert top["total_bytes"] == stats[moment]["bytes"], at
+        assert sum(top["by_source"].values()) == top["total_bytes"], at
         assert sum(row["bytes"] for row in top["sites"]) == top["total_bytes"], at
         for row in top["sites"]:
             check_row(row)

@@ -20,6 +20,7 @@ from memtape import _native
 
 __all__ = [
     "ALLOCATOR_ACTIONS",
+    "ALL_SOURCES",
     "SOURCES",
     "capture_traceback",
     "dump_snapshot",
@@ -31,8 +32,12 @@ __all__ = [
     "record_memory_events",
 ]
 
-Source = Literal["python", "framework"]
+Source = Literal["python", "framework", "native"]
+#: The sources recorded by default.
 SOURCES: tuple[Source, ...] = ("python", "framework")
+#: Every source ``sources`` accepts: ``"native"`` adds malloc/mmap calls of C, C++ and
+#: Rust code (device -2), seen by patching the process' GOT slots while recording.
+ALL_SOURCES: tuple[Source, ...] = ("python", "framework", "native")
 ALLOCATOR_ACTIONS = (
     "AllocNew",
     "AllocReuse",
@@ -71,7 +76,8 @@ def record_memory_events(
     ``get_memory_events`` and ``dump_snapshot`` until the next start.
 
     ``min_size`` drops smaller allocations (and their frees); ``sources`` chooses the
-    Python heap (``"python"``) and/or framework allocators (``"framework"``);
+    Python heap (``"python"``), framework allocators (``"framework"``) and/or native
+    allocations of C, C++ and Rust code (``"native"``, not recorded by default);
     ``max_frames`` is how many frames of each stack are kept, innermost first.
     """
     token = _native._own_work_begin()  # memtape's own work is never recorded
@@ -93,13 +99,19 @@ def _record_memory_events(
     if isinstance(sources, str):
         raise TypeError("sources must be a collection of source names, e.g. ('python',)")
     chosen = set(sources)
-    unknown = chosen - set(SOURCES)
+    unknown = chosen - set(ALL_SOURCES)
     if unknown:
-        raise ValueError(f"unknown sources {sorted(unknown)}: expected some of {list(SOURCES)}")
+        raise ValueError(f"unknown sources {sorted(unknown)}: expected some of {list(ALL_SOURCES)}")
     if not chosen:
-        raise ValueError(f"sources is empty: expected some of {list(SOURCES)}")
+        raise ValueError(f"sources is empty: expected some of {list(ALL_SOURCES)}")
     _native.record_memory_events(
-        True, entries, smallest, "python" in chosen, "framework" in chosen, min(frames, 65535)
+        True,
+        entries,
+        smallest,
+        "python" in chosen,
+        "framework" in chosen,
+        min(frames, 65535),
+        "native" in chosen,
     )
 
 
@@ -110,7 +122,7 @@ def is_recording_memory_events() -> bool:
 
 def get_memory_events() -> list[dict[str, Any]]:
     """The kept events, oldest first. Each is a dict with ``action``, ``address``,
-    ``size``, ``requested_size``, ``device`` (-1: the Python heap), ``stream``,
+    ``size``, ``requested_size``, ``device`` (-1: the Python heap, -2: native), ``stream``,
     ``thread`` (OS thread id), ``timestamp_ns`` (since the epoch), ``op`` (or None) and
     ``frames``: ``(filename, function, line)`` tuples, outermost first."""
     return _native.get_memory_events()

@@ -82,8 +82,9 @@ pub(crate) struct Walked<'t> {
 }
 
 /// Walks the calling thread's stack into `thread`'s cache (the calling thread's own
-/// state). `tstate` must be the calling thread's state with the GIL held, or null when
-/// the thread does not hold the GIL (then the thread's last captured stack is used).
+/// state). `tstate` must be the calling thread's state with the GIL held, or the calling
+/// thread's own state while it runs C code without the GIL (native hooks: its frames
+/// cannot change meanwhile), or null (then the thread's last captured stack is used).
 #[inline]
 pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState) -> Walked<'_> {
     let walked = match thread {
@@ -91,7 +92,8 @@ pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState)
             Ok(mut cap) => {
                 let cap = &mut *cap;
                 cap.walked.clear();
-                // SAFETY: the caller passes this thread's own thread state, with the GIL.
+                // SAFETY: the caller passes this thread's own thread state, with the GIL or
+                // from C code that released it (its frames are frozen until it returns).
                 cap.unchanged = unsafe { frames::walk(tstate, &mut cap.walked, &cap.frames) };
                 true
             }

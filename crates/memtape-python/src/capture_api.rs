@@ -3,19 +3,27 @@
 use pyo3::prelude::*;
 
 use crate::capture_sink;
+use crate::native as native_memory;
 use crate::own_work::own_work;
 
 /// Starts recording every allocation and free into a capture file.
 #[pyfunction]
-#[pyo3(signature = (path, metadata_json, min_size=0))]
+#[pyo3(signature = (path, metadata_json, min_size=0, native=false))]
 pub(crate) fn _start_capture<'py>(
     py: Python<'py>,
     path: std::path::PathBuf,
     metadata_json: &str,
     min_size: u64,
+    native: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     own_work(py, || {
-        capture_sink::start(py, &path, metadata_json, min_size)
+        capture_sink::start(py, &path, metadata_json, min_size)?;
+        // Where libc cannot be hooked the capture records the Python heap only; the
+        // trailer says so (no patched slots).
+        if native {
+            native_memory::start(native_memory::SINK_CAPTURE);
+        }
+        Ok(())
     })
 }
 
@@ -27,9 +35,15 @@ pub(crate) fn _start_capture<'py>(
 #[pyo3(signature = (exit="normal", exit_code=0))]
 pub(crate) fn _stop_capture(py: Python<'_>, exit: &str, exit_code: i64) -> PyResult<(u64, u64)> {
     let exit = serde_json::Value::from(exit);
+    let (slots, unknown_frees, _, _) = native_memory::counters();
+    native_memory::stop(native_memory::SINK_CAPTURE);
     capture_sink::stop(
         py,
-        &format!(", \"exit\": {exit}, \"exit_code\": {exit_code}"),
+        &format!(
+            ", \"exit\": {exit}, \"exit_code\": {exit_code}, \"max_rss_bytes\": {}, \
+             \"native\": {{\"patched_slots\": {slots}, \"unknown_frees\": {unknown_frees}}}",
+            max_rss_bytes()
+        ),
     )
 }
 
@@ -38,4 +52,23 @@ pub(crate) fn _stop_capture(py: Python<'_>, exit: &str, exit_code: i64) -> PyRes
 #[pyfunction]
 pub(crate) fn mark(label: &str) -> bool {
     capture_sink::mark(label)
+}
+
+/// native_counters() -> (patched slots, unknown frees, live native bytes, peak native
+/// bytes): how native tracing is doing.
+#[pyfunction]
+pub(crate) fn native_counters() -> (usize, u64, u64, u64) {
+    native_memory::counters()
+}
+
+/// The process' peak resident set size so far, in bytes (0 if unknown).
+fn max_rss_bytes() -> u64 {
+    // SAFETY: getrusage fills the struct it is given; no other precondition.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    // Linux reports kilobytes.
+    u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024
 }

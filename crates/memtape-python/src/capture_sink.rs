@@ -175,6 +175,8 @@ fn queue_resolution() {
 }
 
 fn flusher_loop(mut writer: FileWriter, wake: Arc<Wake>) -> std::io::Result<FileWriter> {
+    // Whatever libc allocates for this thread is memtape's, not the program's.
+    hook_mode::set(hook_mode::HookMode::Untraced);
     loop {
         let stopping = {
             let guard = wake.flag.lock().unwrap_or_else(|e| e.into_inner());
@@ -395,5 +397,10 @@ pub(crate) fn stop(py: Python<'_>, trailer_fields: &str) -> PyResult<(u64, u64)>
 pub(crate) fn forget_in_child(rec: &mut recorder::Recorder) {
     if rec.capture.is_some() && CAPTURE_PID.load(Ordering::Acquire) != std::process::id() {
         rec.capture = None;
+        // The parent's writer thread does not exist here, and a new thread may get its
+        // descriptor: dropping (detaching) its handle later would detach that thread.
+        if let Ok(mut flusher) = FLUSHER.try_lock() {
+            std::mem::forget(flusher.take());
+        }
     }
 }

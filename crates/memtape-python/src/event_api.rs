@@ -9,13 +9,15 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::frame_resolve::{raw_frames, FrameResolver, HeldCodes};
 use crate::frames::RawFrame;
+use crate::native as native_memory;
 use crate::own_work::own_work;
 use crate::recorder::{self, EventSettings, RECORDER};
 use crate::{hook_mode, hooks, numpy_handler};
 
 /// Starts (with a fresh ring) or stops recording memory events.
 #[pyfunction]
-#[pyo3(signature = (enabled, max_entries, min_size, python_heap, framework, max_frames))]
+#[pyo3(signature = (enabled, max_entries, min_size, python_heap, framework, max_frames, native=false))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn record_memory_events(
     py: Python<'_>,
     enabled: bool,
@@ -24,6 +26,7 @@ pub(crate) fn record_memory_events(
     python_heap: bool,
     framework: bool,
     max_frames: u32,
+    native: bool,
 ) -> PyResult<Bound<'_, PyAny>> {
     own_work(py, || {
         set_recording(
@@ -34,6 +37,7 @@ pub(crate) fn record_memory_events(
                 min_size,
                 python_heap,
                 framework,
+                native,
                 max_frames: max_frames.max(1),
             },
         )
@@ -41,6 +45,8 @@ pub(crate) fn record_memory_events(
 }
 
 fn set_recording(py: Python<'_>, enabled: bool, settings: EventSettings) -> PyResult<()> {
+    // A new recording, or none: native tracing for events starts again below if asked.
+    native_memory::stop(native_memory::SINK_EVENTS);
     if !enabled {
         recorder::stop_events();
         if !recorder::hooks_active() {
@@ -52,11 +58,17 @@ fn set_recording(py: Python<'_>, enabled: bool, settings: EventSettings) -> PyRe
     if settings.max_entries == 0 {
         return Err(PyValueError::new_err("max_entries must be at least 1"));
     }
-    if settings.python_heap {
+    if settings.python_heap || settings.native {
+        // Native tracing needs the Python allocators wrapped too, so that the malloc
+        // beneath a Python block is not recorded as native.
         numpy_handler::sync(py, true);
         hooks::install(py);
     }
+    let native = settings.native;
     let released = recorder::start_events(settings);
+    if native {
+        native_memory::start(native_memory::SINK_EVENTS);
+    }
     if !recorder::hooks_active() {
         hooks::uninstall(py);
     }

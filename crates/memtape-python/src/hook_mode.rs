@@ -69,9 +69,34 @@ thread_local! {
     };
 }
 
-/// The calling thread's hook state, or `None` while the thread is being torn down.
+thread_local! {
+    // Whether THREAD was touched on this thread: its first touch registers its destructor
+    // through libc (`calloc`), which the native hooks see. No destructor of its own, so
+    // reading it never registers anything.
+    static READY: Cell<Touch> = const { Cell::new(Touch::Never) };
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Touch {
+    Never,
+    Registering,
+    Done,
+}
+
+/// The calling thread's hook state, or `None` while the thread is being torn down (or
+/// its state is being set up: a hook reached from that set-up passes through, and the
+/// destructor is registered once).
 #[inline(always)]
 pub(crate) fn thread() -> Option<&'static HookThread> {
+    let touch = READY.get();
+    if touch != Touch::Done {
+        return first_touch(touch);
+    }
+    state()
+}
+
+#[inline(always)]
+fn state() -> Option<&'static HookThread> {
     THREAD
         .try_with(|t| {
             // SAFETY: a thread-local lives until its thread has finished running its
@@ -80,6 +105,17 @@ pub(crate) fn thread() -> Option<&'static HookThread> {
             unsafe { &*std::ptr::from_ref(t) }
         })
         .ok()
+}
+
+#[cold]
+fn first_touch(touch: Touch) -> Option<&'static HookThread> {
+    if touch == Touch::Registering {
+        return None;
+    }
+    READY.set(Touch::Registering);
+    let t = state();
+    READY.set(Touch::Done);
+    t
 }
 
 /// Sets the calling thread's mode, returning the previous one.

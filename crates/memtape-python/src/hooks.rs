@@ -290,7 +290,8 @@ extern "C" fn hook_free(ctx: *mut c_void, block: *mut c_void) {
         }
     }
     if let Some(free) = w.free {
-        free(w.ctx, block);
+        // The libc free beneath is not a native free of its own.
+        crate::native::beneath_wrapper(|| free(w.ctx, block));
     }
 }
 

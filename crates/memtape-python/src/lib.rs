@@ -14,6 +14,7 @@ mod framework_api;
 mod hook_mode;
 mod hooks;
 mod launcher_frames;
+mod native;
 mod numpy_handler;
 mod object_block;
 mod op_context;
@@ -78,6 +79,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(own_work::_call_as_program, m)?)?;
     m.add_function(wrap_pyfunction!(own_work::_work_end, m)?)?;
     m.add_function(wrap_pyfunction!(own_work::_events_or_capture_recording, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_api::native_counters, m)?)?;
+    m.add("NATIVE_DOMAIN", native::NATIVE_DOMAIN)?;
     m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_handler, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_handler::uninstall_numpy_handler, m)?)?;
     m.add("NUMPY_DOMAIN", numpy_handler::NUMPY_DOMAIN)?;

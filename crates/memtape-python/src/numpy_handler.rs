@@ -21,6 +21,7 @@ use pyo3::prelude::*;
 
 use crate::hook_mode::{HookMode, HookThread};
 use crate::hooks::{free_recording, record_alloc, record_free, recording_thread};
+use crate::native::beneath_wrapper;
 use crate::thread_state;
 
 /// tracemalloc's domain for NumPy buffers (numpy's `NPY_TRACE_DOMAIN`).
@@ -118,7 +119,7 @@ extern "C" fn np_malloc(_ctx: *mut c_void, size: usize) -> *mut c_void {
     let Some(malloc) = w.malloc else {
         return ptr::null_mut();
     };
-    let block = malloc(w.ctx, size);
+    let block = beneath_wrapper(|| malloc(w.ctx, size));
     if let Some(t) = recording_thread().filter(|_| !block.is_null()) {
         record_new(t, block, size, ptr::null_mut());
     }
@@ -130,7 +131,7 @@ extern "C" fn np_calloc(_ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut 
     let Some(calloc) = w.calloc else {
         return ptr::null_mut();
     };
-    let block = calloc(w.ctx, nelem, elsize);
+    let block = beneath_wrapper(|| calloc(w.ctx, nelem, elsize));
     if let Some(t) = recording_thread().filter(|_| !block.is_null()) {
         record_new(t, block, nelem.saturating_mul(elsize), ptr::null_mut());
     }
@@ -142,7 +143,7 @@ extern "C" fn np_realloc(_ctx: *mut c_void, old: *mut c_void, size: usize) -> *m
     let Some(realloc) = w.realloc else {
         return ptr::null_mut();
     };
-    let block = realloc(w.ctx, old, size);
+    let block = beneath_wrapper(|| realloc(w.ctx, old, size));
     if let Some(t) = recording_thread().filter(|_| !block.is_null()) {
         record_new(t, block, size, old);
     }
@@ -160,7 +161,7 @@ extern "C" fn np_free(_ctx: *mut c_void, block: *mut c_void, size: usize) {
         );
     }
     if let Some(free) = w.free {
-        free(w.ctx, block, size);
+        beneath_wrapper(|| free(w.ctx, block, size));
     }
 }
 

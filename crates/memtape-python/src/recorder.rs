@@ -41,6 +41,7 @@ pub(crate) fn hooks_active() -> bool {
     TRACING.load(Ordering::Relaxed)
         || HEAP_EVENTS.load(Ordering::Relaxed)
         || CAPTURING.load(Ordering::Relaxed)
+        || crate::native::ACTIVE.load(Ordering::Relaxed)
 }
 
 /// How events are being recorded.
@@ -51,6 +52,8 @@ pub(crate) struct EventSink {
     pub(crate) min_size: u64,
     pub(crate) python_heap: bool,
     pub(crate) framework: bool,
+    /// Native blocks are recorded too (device [`memtape_core::NATIVE_DEVICE`]).
+    pub(crate) native: bool,
     /// Frames kept per event stack when events are read.
     pub(crate) max_frames: u32,
 }
@@ -114,6 +117,14 @@ pub(crate) struct Recorder {
     /// Code objects referenced by `stacks`, each holding one strong reference, so that
     /// their addresses stay unique and their line tables readable until forgotten.
     codes: FxHashSet<usize>,
+    /// Native memory (blocks and mappings seen by the GOT hooks).
+    pub(crate) native: crate::native::NativeState,
+    /// Set while interning the stack of a thread that does not hold the GIL (a native
+    /// hook): code objects seen for the first time are referenced later, by the next
+    /// interning with the GIL (their frames keep them alive meanwhile).
+    pub(crate) without_gil: bool,
+    /// Code objects in `codes` not referenced yet (see `without_gil`).
+    unreferenced_codes: Vec<usize>,
 }
 
 /// Code objects whose references must be dropped with the GIL held and the lock released.
@@ -140,6 +151,9 @@ impl Recorder {
             allocators: AllocatorState::new(),
             ops: OpNames::default(),
             codes: FxHashSet::default(),
+            native: crate::native::NativeState::default(),
+            without_gil: false,
+            unreferenced_codes: Vec::new(),
         }
     }
 
@@ -168,11 +182,28 @@ impl Recorder {
         code: usize,
         lasti: i32,
     ) -> Option<StackId> {
+        if !self.without_gil && !self.unreferenced_codes.is_empty() {
+            for code in std::mem::take(&mut self.unreferenced_codes) {
+                // SAFETY: the GIL is held (see below). Each code object was interned from a
+                // live frame of a thread running C code without the GIL; that frame keeps
+                // it alive until its thread takes the GIL back and returns. The reference
+                // is taken by the first interning with the GIL after that, by any thread:
+                // only code that dies in between, with no new frame interned anywhere
+                // meanwhile (compiled at run time and dropped right after its C call),
+                // could be missed (README, native memory, what is not seen).
+                unsafe { ffi::Py_INCREF(code as *mut ffi::PyObject) };
+            }
+        }
         let (id, created) = self.stacks.intern(parent, code, lasti)?;
         if created && self.codes.insert(code) {
-            // SAFETY: `code` is the code object of a frame of the calling thread, which
-            // holds the GIL; taking a strong reference neither allocates nor runs code.
-            unsafe { ffi::Py_INCREF(code as *mut ffi::PyObject) };
+            if self.without_gil {
+                self.unreferenced_codes.push(code);
+            } else {
+                // SAFETY: `code` is the code object of a frame of the calling thread,
+                // which holds the GIL; taking a strong reference neither allocates nor
+                // runs code.
+                unsafe { ffi::Py_INCREF(code as *mut ffi::PyObject) };
+            }
         }
         Some(id)
     }
@@ -234,7 +265,13 @@ impl Recorder {
 
     /// Forgets all stacks and live blocks, returning the code objects to release.
     fn forget_stacks(&mut self) -> ReleasedCodes {
-        let codes = std::mem::take(&mut self.codes).into_iter().collect();
+        let unreferenced: FxHashSet<usize> = std::mem::take(&mut self.unreferenced_codes)
+            .into_iter()
+            .collect();
+        let codes = std::mem::take(&mut self.codes)
+            .into_iter()
+            .filter(|c| !unreferenced.contains(c))
+            .collect();
         self.stacks.clear();
         self.live.clear();
         self.allocators.forget_stacks();
@@ -328,6 +365,7 @@ pub(crate) struct EventSettings {
     pub(crate) min_size: u64,
     pub(crate) python_heap: bool,
     pub(crate) framework: bool,
+    pub(crate) native: bool,
     pub(crate) max_frames: u32,
 }
 
@@ -341,6 +379,7 @@ pub(crate) fn start_events(settings: EventSettings) -> Option<ReleasedCodes> {
             min_size: settings.min_size,
             python_heap: settings.python_heap,
             framework: settings.framework,
+            native: settings.native,
             max_frames: settings.max_frames,
         });
         publish_flags(rec);

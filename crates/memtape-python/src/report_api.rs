@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use memtape_core::capture::{CaptureError, CaptureReader, ReadSummary, Record};
 use memtape_core::report::{
-    compare, diff_text, flamegraph_html, folded, group_sites, html_report, json_diff, json_sites,
-    json_summary, stats_text, top_text, total_bytes, Analysis, HtmlReportOptions, Moment,
-    ReplayOptions, ReplayResult, RunInfo, Site, StackTotal, Symbols,
+    compare, diff_text, flamegraph_html, folded, group_sites, has_several_sources, html_report,
+    json_diff, json_sites, json_summary, source_split_text, stats_text, top_text, total_bytes,
+    Analysis, HtmlReportOptions, Moment, ReplayOptions, ReplayResult, RunInfo, Site, StackTotal,
+    Symbols,
 };
 use memtape_core::{
     Action, Event, EventRing, GroupBy, LiveEntry, LiveTable, MemorySnapshot, ResolvedFrame,
@@ -146,6 +147,10 @@ fn run_info(path: &Path, metadata: &str, summary: &ReadSummary) -> (RunInfo, usi
         start_time_ns: meta.get("start_time_ns").and_then(|p| p.as_u64()),
         exit: text(&trailer, "exit"),
         cut_short: !summary.complete,
+        max_rss_bytes: trailer.get("max_rss_bytes").and_then(|v| v.as_u64()),
+        native_unknown_frees: trailer
+            .pointer("/native/unknown_frees")
+            .and_then(|v| v.as_u64()),
     };
     let nframe = meta.get("nframe").and_then(|n| n.as_u64()).unwrap_or(0) as usize;
     let launcher_files = meta
@@ -358,6 +363,32 @@ impl PyCapture {
             out.append((PyTuple::new(py, frames)?, s.bytes, s.count))?;
         }
         Ok(out)
+    }
+
+    /// Live bytes by source (`{"python", "native", "framework"}`) at the peak or the end;
+    /// None at another moment.
+    #[pyo3(signature = (at="peak"))]
+    fn by_source(&self, at: &str) -> Option<Vec<(&'static str, u64)>> {
+        let split = match at {
+            "peak" => &self.result.peak_by_source,
+            "end" => &self.result.end_by_source,
+            _ => return None,
+        };
+        Some(split.iter().map(|(s, b)| (s.name(), b)).collect())
+    }
+
+    /// `python 1.2 MB, native 3.4 MB, framework 0 B` at the peak or the end, when memory
+    /// other than the Python heap was recorded; else None.
+    #[pyo3(signature = (at="peak"))]
+    fn by_source_text(&self, at: &str) -> Option<String> {
+        if !has_several_sources(&self.result) {
+            return None;
+        }
+        match at {
+            "peak" => Some(source_split_text(&self.result.peak_by_source)),
+            "end" => Some(source_split_text(&self.result.end_by_source)),
+            _ => None,
+        }
     }
 
     /// The top sites as JSON.

@@ -7,6 +7,7 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+use crate::native as native_memory;
 use crate::own_work::own_work;
 use crate::recorder::{self, MAX_NFRAME, NFRAME, RECORDER, TRACING};
 use crate::trace_set_py::{raw_traces, PyTraceSet};
@@ -68,6 +69,9 @@ pub(crate) fn start(
     hooks::install(py);
     ref_tracer::install(py);
     recorder::start_tracing();
+    if native_memory::wanted_by_tracemalloc() {
+        native_memory::start(native_memory::SINK_TRACEMALLOC);
+    }
     Ok(())
 }
 
@@ -77,6 +81,7 @@ pub(crate) fn stop(py: Python<'_>) {
     if !TRACING.load(Ordering::Acquire) {
         return;
     }
+    native_memory::stop(native_memory::SINK_TRACEMALLOC);
     let released = recorder::stop_tracing();
     ref_tracer::uninstall(py);
     if !recorder::hooks_active() {

@@ -10,6 +10,7 @@ time since the start like ``1.5s`` or ``250ms``.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 
 from memtape.cli.capture_file import fail, open_capture
@@ -62,7 +63,20 @@ def main(argv: list[str]) -> int:
     old_at = where(start, old_spec, 0)
     new_at = where(stop, new_spec, 1 if (args.new is None and old_spec) else 0)
     try:
-        print(new.diff(old, args.by, new_at, old_at, args.limit, args.json))
+        out = new.diff(old, args.by, new_at, old_at, args.limit, args.json)
     except ValueError as exc:
         fail("diff", str(exc))
+    before, after = old.by_source(old_at), new.by_source(new_at)
+    if before is None or after is None or not any(b for n, b in before + after if n != "python"):
+        print(out)
+        return 0
+    change = {name: dict(after)[name] - bytes_ for name, bytes_ in before}
+    if args.json:
+        data = json.loads(out)
+        data["by_source_diff"] = change
+        print(json.dumps(data, separators=(",", ":")))
+    else:
+        print(out)
+        cells = ", ".join(f"{name} {value:+,} B" for name, value in change.items())
+        print(f"By source (NEW - OLD): {cells}")
     return 0

@@ -25,6 +25,8 @@ def main(argv: list[str]) -> int:
         return 0
     what = "never freed" if args.leaks else "live at the peak"
     title = f"memtape: memory {what}"
-    write_text("flamegraph", args.output, capture.flamegraph_html(at, title, args.file))
+    split = capture.by_source_text(at)
+    subtitle = args.file if split is None else f"{args.file} ({split})"
+    write_text("flamegraph", args.output, capture.flamegraph_html(at, title, subtitle))
     print(f"wrote {args.output}")
     return 0

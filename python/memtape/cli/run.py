@@ -20,8 +20,8 @@ from memtape._program import Program, prepare, program_launcher_files, run, spli
 from memtape.cli.capture_file import refuse_overwrite
 
 USAGE = (
-    "usage: memtape run [-o FILE] [--nframe N] [--min-size BYTES] [--force] [--quiet]\n"
-    "                   (script.py | -m module | -c code) [args ...]"
+    "usage: memtape run [-o FILE] [--nframe N] [--min-size BYTES] [--no-native-heap]\n"
+    "                   [--force] [--quiet] (script.py | -m module | -c code) [args ...]"
 )
 
 
@@ -35,6 +35,8 @@ class RunOptions:
     force: bool
     quiet: bool
     program: Program
+    #: Record native (C, C++, Rust) malloc/mmap calls too (off: ``--no-native-heap``).
+    native_heap: bool = True
 
 
 class UsageError(Exception):
@@ -60,6 +62,7 @@ def _whole(text: str, option: str, minimum: int) -> int:
 def parse_args(argv: list[str]) -> RunOptions:
     """Options first; the program (script, -m, -c) ends them, the rest is its argv."""
     output, nframe, min_size, force, quiet = None, 64, 0, False, False
+    native_heap = True
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -78,11 +81,14 @@ def parse_args(argv: list[str]) -> RunOptions:
         elif arg in ("-q", "--quiet"):
             quiet, i = True, i + 1
             continue
+        elif arg == "--no-native-heap":
+            native_heap, i = False, i + 1
+            continue
         else:
             program = split_program(argv, i)
             if program is None:
                 raise UsageError(f"unknown option or missing value: {arg}")
-            return RunOptions(output, nframe, min_size, force, quiet, program)
+            return RunOptions(output, nframe, min_size, force, quiet, program, native_heap)
         i += 2
     raise UsageError("nothing to run: give a script, -m module or -c code")
 
@@ -113,6 +119,7 @@ def metadata(opts: RunOptions, launcher: str) -> str:
             "start_time_ns": time.time_ns(),
             "nframe": opts.nframe,
             "min_size": opts.min_size,
+            "native_heap": opts.native_heap,
         }
     )
 
@@ -176,7 +183,7 @@ def main(argv: list[str]) -> int:
 def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
     """Records the program into ``path`` and prints the summary; the exit status."""
     try:
-        _native._start_capture(path, metadata(opts, launcher), opts.min_size)
+        _native._start_capture(path, metadata(opts, launcher), opts.min_size, opts.native_heap)
     except OSError as exc:
         print(f"memtape run: {exc}", file=sys.stderr)
         return 2

@@ -17,7 +17,12 @@ def print_run_summary(path: str, events: int, size: int, top: int = 5) -> None:
         print(f"memtape: cannot summarize {path}: {exc}", file=err)
         return
     peak_bytes, peak_s = capture.peak
-    print(f"memtape: peak {_size(peak_bytes)} at {peak_s:.3f} s; top sites at the peak:", file=err)
+    split = capture.by_source_text("peak")
+    by_source = "" if split is None else f" ({split})"
+    print(
+        f"memtape: peak {_size(peak_bytes)}{by_source} at {peak_s:.3f} s; top sites at the peak:",
+        file=err,
+    )
     print(capture.top_text("lineno", "peak", top), file=err)
     print("read it with:", file=err)
     for command in ("stats", "top", "flamegraph {} -o flamegraph.html", "report {} -o report.html"):

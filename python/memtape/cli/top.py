@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 from memtape.cli.capture_file import open_capture
 
@@ -22,7 +23,14 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     capture = open_capture("top", args.file)
     if args.json:
-        print(capture.sites_json(args.by, args.at, args.limit))
+        data = json.loads(capture.sites_json(args.by, args.at, args.limit))
+        split = capture.by_source(args.at)
+        if split is not None:
+            data["by_source"] = dict(split)
+        print(json.dumps(data, separators=(",", ":")))
     else:
         print(capture.top_text(args.by, args.at, args.limit))
+        split_text = capture.by_source_text(args.at)
+        if split_text is not None:
+            print(f"By source: {split_text}")
     return 0

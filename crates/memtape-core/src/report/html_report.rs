@@ -240,6 +240,27 @@ fn summary(out: &mut String, r: &ReplayResult) {
             String::new()
         },
     );
+    if super::text::has_several_sources(r) {
+        // Before the table's end: one row per moment, each source a cell.
+        out.truncate(out.len() - "</table>\n</section>\n".len());
+        for (id, label, split) in [
+            ("peak-by-source", "Peak by source", &r.peak_by_source),
+            ("end-by-source", "End by source", &r.end_by_source),
+        ] {
+            let _ = write!(out, "<tr id=\"{id}\"><th>{label}</th>");
+            for (source, bytes) in split.iter() {
+                let _ = write!(
+                    out,
+                    "<td class=\"num\" data-source=\"{}\" data-bytes=\"{bytes}\">{} {}</td>",
+                    source.name(),
+                    source.name(),
+                    human_size(bytes)
+                );
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</table>\n</section>\n");
+    }
 }
 
 /// An inline SVG line chart of the series, the peak marked, markers as dashed lines.

@@ -8,6 +8,7 @@ use super::json::JsonWriter;
 use super::replay::ReplayResult;
 use super::run_info::RunInfo;
 use super::sites::{Frame, Site};
+use crate::memory_source::SourceSplit;
 
 fn frames(w: &mut JsonWriter, frames: &[Frame]) {
     w.key("frames").begin_array();
@@ -54,7 +55,18 @@ fn run(w: &mut JsonWriter, run: &RunInfo) {
         .opt_uint("start_time_ns", run.start_time_ns)
         .opt_string("exit", run.exit.as_deref())
         .key("cut_short")
-        .bool(run.cut_short);
+        .bool(run.cut_short)
+        .opt_uint("max_rss_bytes", run.max_rss_bytes)
+        .opt_uint("native_unknown_frees", run.native_unknown_frees);
+    w.end_object();
+}
+
+/// `"by_source": {"python": B, "native": B, "framework": B}`.
+fn by_source(w: &mut JsonWriter, split: &SourceSplit) {
+    w.key("by_source").begin_object();
+    for (source, bytes) in split.iter() {
+        w.key(source.name()).uint(bytes);
+    }
     w.end_object();
 }
 
@@ -88,15 +100,17 @@ fn stats(w: &mut JsonWriter, r: &ReplayResult) {
         .key("time_ns")
         .uint(r.peak.time_ns)
         .key("event_index")
-        .uint(r.peak.event_index)
-        .end_object();
+        .uint(r.peak.event_index);
+    by_source(w, &r.peak_by_source);
+    w.end_object();
     w.key("end")
         .begin_object()
         .key("bytes")
         .uint(r.end_bytes)
         .key("blocks")
-        .uint(r.end_blocks)
-        .end_object();
+        .uint(r.end_blocks);
+    by_source(w, &r.end_by_source);
+    w.end_object();
     w.key("dropped").uint(r.dropped);
     w.key("markers").begin_array();
     for m in &r.markers {
@@ -199,11 +213,14 @@ mod tests {
             concat!(
                 r#"{"run":{"source":null,"argv":["a\"b.py"],"command":null,"python":null,"#,
                 r#""platform":null,"pid":42,"tool_version":null,"start_time_ns":null,"#,
-                r#""exit":null,"cut_short":false},"duration_ns":0,"events":1,"#,
+                r#""exit":null,"cut_short":false,"max_rss_bytes":null,"#,
+                r#""native_unknown_frees":null},"duration_ns":0,"events":1,"#,
                 r#""totals":{"allocs":0,"frees":0,"bytes_allocated":0,"bytes_freed":0,"#,
                 r#""unknown_frees":0,"replaced":0,"untracked":0},"#,
-                r#""peak":{"bytes":10,"blocks":1,"time_ns":5,"event_index":0},"#,
-                r#""end":{"bytes":0,"blocks":0},"dropped":0,"markers":[],"#,
+                r#""peak":{"bytes":10,"blocks":1,"time_ns":5,"event_index":0,"#,
+                r#""by_source":{"python":0,"native":0,"framework":0}},"#,
+                r#""end":{"bytes":0,"blocks":0,"#,
+                r#""by_source":{"python":0,"native":0,"framework":0}},"dropped":0,"markers":[],"#,
                 r#""top":[{"bytes":10,"count":1,"frames":[{"filename":"a.py","function":"f","line":3}]}],"#,
                 r#""leaks":[]}"#,
                 "\n"

@@ -107,8 +107,14 @@ impl LiveSet {
     }
 
     /// Forgets a block of `domain` (`None`: domain 0 first, then any other); returns it.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn remove(&mut self, domain: Option<u32>, addr: u64) -> Option<Block> {
+        self.remove_from(domain, addr).map(|(_, b)| b)
+    }
+
+    /// [`remove`](Self::remove), also saying which domain the block was in.
+    #[inline]
+    pub(crate) fn remove_from(&mut self, domain: Option<u32>, addr: u64) -> Option<(u32, Block)> {
         match domain {
             Some(0) | None => {
                 let found = if is_granule(addr) {
@@ -118,11 +124,11 @@ impl LiveSet {
                 };
                 let found = found.or_else(|| self.remove_big(addr));
                 match (found, domain) {
-                    (Some(b), _) => Some(b),
+                    (Some(b), _) => Some((0, b)),
                     (None, None) => self
                         .domains
                         .iter_mut()
-                        .find_map(|(_, blocks)| blocks.remove(&addr)),
+                        .find_map(|(d, blocks)| blocks.remove(&addr).map(|b| (*d, b))),
                     (None, Some(_)) => None,
                 }
             }
@@ -130,7 +136,8 @@ impl LiveSet {
                 .domains
                 .iter_mut()
                 .find(|(id, _)| *id == d)
-                .and_then(|(_, blocks)| blocks.remove(&addr)),
+                .and_then(|(_, blocks)| blocks.remove(&addr))
+                .map(|b| (d, b)),
         }
     }
 }

@@ -10,6 +10,7 @@ use super::live_by_stack::{LiveByStack, StackTotal};
 use super::live_set::LiveSet;
 use super::record::Record;
 use super::series::{MemorySeries, SeriesPoint, DEFAULT_MAX_POINTS};
+use crate::memory_source::SourceSplit;
 
 /// A moment of the recording to take the live set at (for diffs).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,8 +93,12 @@ pub struct ReplayResult {
     pub events: u64,
     /// The peak.
     pub peak: Peak,
+    /// Live bytes at the peak, by source (Python heap, native, framework).
+    pub peak_by_source: SourceSplit,
     /// Live bytes at the end of the recording.
     pub end_bytes: u64,
+    /// Live bytes at the end, by source.
+    pub end_by_source: SourceSplit,
     /// Live blocks at the end of the recording.
     pub end_blocks: u64,
     /// The last time stamp, ns since the start.
@@ -120,6 +125,8 @@ pub struct Replay {
     live: LiveSet,
     by_stack: LiveByStack,
     current: u64,
+    by_source: SourceSplit,
+    peak_by_source: SourceSplit,
     blocks: u64,
     time_ns: u64,
     duration_ns: u64,
@@ -153,6 +160,8 @@ impl Replay {
             live: LiveSet::default(),
             by_stack: LiveByStack::default(),
             current: 0,
+            by_source: SourceSplit::default(),
+            peak_by_source: SourceSplit::default(),
             blocks: 0,
             time_ns: 0,
             duration_ns: 0,
@@ -201,6 +210,7 @@ impl Replay {
                 time_ns: self.rise.0,
                 event_index: self.rise.1,
             };
+            self.peak_by_source = self.by_source;
             self.by_stack.save();
         }
     }
@@ -220,10 +230,12 @@ impl Replay {
                     self.totals.replaced += 1;
                     self.totals.bytes_freed = self.totals.bytes_freed.saturating_add(old_size);
                     self.current -= old_size;
+                    self.by_source.sub(domain, old_size);
                     self.blocks -= 1;
                     self.by_stack.sub(old_slot, old_size);
                 }
                 self.current += size;
+                self.by_source.add(domain, size);
                 self.blocks += 1;
                 self.by_stack.add(slot, size);
             }
@@ -240,11 +252,12 @@ impl Replay {
         let index = self.events;
         self.events += 1;
         self.totals.frees += 1;
-        match self.live.remove(domain, addr) {
-            Some((size, slot)) => {
+        match self.live.remove_from(domain, addr) {
+            Some((domain, (size, slot))) => {
                 self.before_fall();
                 self.totals.bytes_freed = self.totals.bytes_freed.saturating_add(size);
                 self.current -= size;
+                self.by_source.sub(domain, size);
                 self.blocks -= 1;
                 self.by_stack.sub(slot, size);
             }
@@ -301,7 +314,9 @@ impl Replay {
             totals: self.totals,
             events: self.events,
             peak: self.peak,
+            peak_by_source: self.peak_by_source,
             end_bytes: self.current,
+            end_by_source: self.by_source,
             end_blocks: self.blocks,
             duration_ns: self.duration_ns,
             series: self.series.points(),
@@ -508,5 +523,51 @@ mod tests {
     fn nothing_recorded() {
         let r = run(ReplayOptions::default(), &[]);
         assert_eq!(r, ReplayResult::default());
+    }
+}
+
+#[cfg(test)]
+mod source_tests {
+    use super::*;
+    use crate::memory_source::{MemorySource, NATIVE_DOMAIN, NUMPY_DOMAIN};
+
+    #[test]
+    fn peak_and_end_are_split_by_source() {
+        let alloc = |domain, addr, size| Record::Alloc {
+            domain,
+            addr,
+            size,
+            stack: 1,
+        };
+        let mut replay = Replay::default();
+        for r in [
+            alloc(0, 0x10, 100),
+            alloc(NATIVE_DOMAIN, 0x1000, 1000),
+            alloc(NUMPY_DOMAIN, 0x2000, 50),
+            Record::Free {
+                domain: Some(NATIVE_DOMAIN),
+                addr: 0x1000,
+            },
+            // A free naming no domain finds the block in whichever domain holds it.
+            Record::Free {
+                domain: None,
+                addr: 0x2000,
+            },
+        ] {
+            replay.feed(&r);
+        }
+        let r = replay.finish();
+        let peak: Vec<_> = r.peak_by_source.iter().collect();
+        assert_eq!(
+            peak,
+            vec![
+                (MemorySource::Python, 100),
+                (MemorySource::Native, 1000),
+                (MemorySource::Framework, 50)
+            ]
+        );
+        assert_eq!(r.end_by_source.get(MemorySource::Python), 100);
+        assert_eq!(r.end_by_source.get(MemorySource::Native), 0);
+        assert_eq!(r.end_by_source.get(MemorySource::Framework), 0);
     }
 }

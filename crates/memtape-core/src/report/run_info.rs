@@ -24,6 +24,11 @@ pub struct RunInfo {
     /// The capture has no trailer: the program was killed or the disk filled up, and the
     /// report covers everything up to the last complete block.
     pub cut_short: bool,
+    /// The process' peak resident set size (from the trailer).
+    pub max_rss_bytes: Option<u64>,
+    /// Native frees, munmaps and mremaps of memory allocated before tracing started (or
+    /// by an object memtape did not patch): ignored (from the trailer).
+    pub native_unknown_frees: Option<u64>,
 }
 
 impl RunInfo {

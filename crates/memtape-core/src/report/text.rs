@@ -8,6 +8,7 @@ use super::replay::ReplayResult;
 use super::run_info::RunInfo;
 use super::sites::{Frame, Site};
 use super::units::{grouped, human_duration, human_size, human_size_diff, percent, signed_count};
+use crate::memory_source::{MemorySource, SourceSplit};
 
 /// `s` with control characters (a terminal escape in a file name) written as escapes.
 fn printable(s: &str) -> std::borrow::Cow<'_, str> {
@@ -102,6 +103,41 @@ impl Table {
     }
 }
 
+/// Whether memory other than the Python heap was recorded (then totals are split).
+pub fn has_several_sources(r: &ReplayResult) -> bool {
+    [&r.peak_by_source, &r.end_by_source].iter().any(|s| {
+        s.iter()
+            .any(|(src, b)| src != MemorySource::Python && b > 0)
+    })
+}
+
+/// `python 1.2 MB, native 3.4 MB, framework 0 B`.
+pub fn source_split_text(split: &SourceSplit) -> String {
+    split
+        .iter()
+        .map(|(src, bytes)| format!("{} {}", src.name(), human_size(bytes)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The process' peak RSS against the recorded peak: RSS above it is memory memtape did
+/// not see (statically linked allocators, the interpreter's own); below it, allocated
+/// memory that was never touched.
+fn rss_text(rss: u64, recorded: u64) -> String {
+    if rss > recorded {
+        format!(
+            "{} ({} more than the recorded peak: not seen by memtape)",
+            human_size(rss),
+            human_size(rss - recorded)
+        )
+    } else {
+        format!(
+            "{} (below the recorded peak: allocated memory not all touched)",
+            human_size(rss)
+        )
+    }
+}
+
 /// Summary of a replay: duration, events, peak, what was live at the end.
 pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
     let mut rows: Vec<(&str, String)> = Vec::new();
@@ -149,6 +185,10 @@ pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
             grouped(r.peak.event_index)
         ),
     ));
+    let split = has_several_sources(r);
+    if split {
+        rows.push(("  by source", source_split_text(&r.peak_by_source)));
+    }
     rows.push((
         "Live at end",
         format!(
@@ -157,6 +197,21 @@ pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
             grouped(r.end_blocks)
         ),
     ));
+    if split {
+        rows.push(("  by source", source_split_text(&r.end_by_source)));
+    }
+    if let Some(rss) = run.max_rss_bytes.filter(|&b| b > 0) {
+        rows.push(("Peak RSS", rss_text(rss, r.peak.bytes)));
+    }
+    if let Some(n) = run.native_unknown_frees.filter(|&n| n > 0) {
+        rows.push((
+            "Native frees",
+            format!(
+                "{} of memory allocated before tracing started (ignored)",
+                grouped(n)
+            ),
+        ));
+    }
     if r.dropped > 0 {
         rows.push(("Dropped events", grouped(r.dropped)));
     }

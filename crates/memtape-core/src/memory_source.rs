@@ -1,0 +1,115 @@
+//! Where recorded memory comes from, told by its tracemalloc domain: the Python heap
+//! (domain 0), native code (the GOT hooks' domain) or an array framework (NumPy's NEP 49
+//! domain, and any other domain a framework reports in).
+
+/// tracemalloc's domain for NumPy buffers (numpy's `NPY_TRACE_DOMAIN`).
+pub const NUMPY_DOMAIN: u32 = 389_047;
+
+/// The domain of native blocks and mappings: "nat" in ASCII.
+pub const NATIVE_DOMAIN: u32 = 0x006E_6174;
+
+/// The device of native events in the event recorder (the Python heap's is
+/// [`crate::HOST_DEVICE`]); memory_viz shows both in the host's list.
+pub const NATIVE_DEVICE: i32 = -2;
+
+/// A source of recorded memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemorySource {
+    /// The Python allocators (PEP 445).
+    Python,
+    /// malloc/mmap calls of C, C++ and Rust code.
+    Native,
+    /// Array frameworks (NumPy's buffers, framework allocators).
+    Framework,
+}
+
+impl MemorySource {
+    /// Every source, in display order.
+    pub const ALL: [MemorySource; 3] = [
+        MemorySource::Python,
+        MemorySource::Native,
+        MemorySource::Framework,
+    ];
+
+    /// The source of a block of `domain`.
+    #[inline]
+    pub fn of_domain(domain: u32) -> Self {
+        match domain {
+            0 => MemorySource::Python,
+            NATIVE_DOMAIN => MemorySource::Native,
+            _ => MemorySource::Framework,
+        }
+    }
+
+    /// The name users and files see.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemorySource::Python => "python",
+            MemorySource::Native => "native",
+            MemorySource::Framework => "framework",
+        }
+    }
+}
+
+/// Bytes per source.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SourceSplit {
+    bytes: [u64; 3],
+}
+
+impl SourceSplit {
+    fn index(source: MemorySource) -> usize {
+        match source {
+            MemorySource::Python => 0,
+            MemorySource::Native => 1,
+            MemorySource::Framework => 2,
+        }
+    }
+
+    /// Bytes of `source`.
+    pub fn get(&self, source: MemorySource) -> u64 {
+        self.bytes[Self::index(source)]
+    }
+
+    /// Adds `bytes` to the source of `domain`.
+    #[inline]
+    pub fn add(&mut self, domain: u32, bytes: u64) {
+        let slot = &mut self.bytes[Self::index(MemorySource::of_domain(domain))];
+        *slot = slot.saturating_add(bytes);
+    }
+
+    /// Takes `bytes` from the source of `domain`.
+    #[inline]
+    pub fn sub(&mut self, domain: u32, bytes: u64) {
+        let slot = &mut self.bytes[Self::index(MemorySource::of_domain(domain))];
+        *slot = slot.saturating_sub(bytes);
+    }
+
+    /// `(source, bytes)` in display order.
+    pub fn iter(&self) -> impl Iterator<Item = (MemorySource, u64)> + '_ {
+        MemorySource::ALL.into_iter().map(|s| (s, self.get(s)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn domains_map_to_sources() {
+        let mut split = SourceSplit::default();
+        split.add(0, 10);
+        split.add(NATIVE_DOMAIN, 20);
+        split.add(NUMPY_DOMAIN, 30);
+        split.add(7, 1);
+        split.sub(NATIVE_DOMAIN, 5);
+        assert_eq!(
+            split.iter().collect::<Vec<_>>(),
+            vec![
+                (MemorySource::Python, 10),
+                (MemorySource::Native, 15),
+                (MemorySource::Framework, 31)
+            ]
+        );
+    }
+}

@@ -1,0 +1,82 @@
+"""Building the C libraries the native-allocation tests load with ctypes (gcc), and
+reading a capture's native blocks.
+
+``build(tmp)`` compiles ``tests/native/nativealloc.c`` into ``libnativealloc.so`` and a
+RUNPATH pair (``libnaparent.so`` opening ``sub/libnachild.so`` by its bare name).
+``native_blocks(capture)`` lists the native blocks live at the end of a capture as
+``(size, innermost (file, line))``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from memtape import _native
+
+SOURCES = Path(__file__).parent / "native"
+
+#: The start of a test program: loads the library given as ``sys.argv[1]`` as ``lib``
+#: with typed functions, and ``libc_malloc`` is libc's own ``malloc``.
+LOAD_LIBRARY = """
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+P = ctypes.c_void_p
+S = ctypes.c_size_t
+for name, args in {
+    "na_malloc": [S], "na_calloc": [S, S], "na_realloc": [P, S],
+    "na_reallocarray": [P, S, S], "na_free": [P], "na_memalign": [S, S],
+    "na_aligned_alloc": [S, S], "na_valloc": [S], "na_posix_memalign": [S, S],
+    "na_mmap": [S], "na_munmap": [P, S], "na_mremap": [P, S, S],
+    "na_pthread_alloc": [S, ctypes.c_int], "na_pthread_free": [],
+    "na_churn": [ctypes.c_int, S], "na_malloc_target": [],
+}.items():
+    fn = getattr(lib, name)
+    fn.argtypes = args
+    fn.restype = P if name not in ("na_munmap", "na_pthread_alloc", "na_churn") else ctypes.c_long
+libc_malloc = ctypes.cast(ctypes.CDLL(None).malloc, P).value
+"""
+
+
+@dataclass(frozen=True)
+class NativeLibs:
+    """The built libraries."""
+
+    alloc: Path
+    parent: Path
+
+
+def _gcc(*args: str | Path) -> None:
+    gcc = shutil.which("gcc")
+    assert gcc, "gcc is needed (scripts/test.sh installs it: apt-get install gcc)"
+    subprocess.run([gcc, "-O1", "-fPIC", "-shared", *map(str, args)], check=True)
+
+
+def build(out: Path) -> NativeLibs:
+    """Compiles the test libraries into ``out``."""
+    alloc = out / "libnativealloc.so"
+    _gcc("-o", alloc, SOURCES / "nativealloc.c", "-lpthread")
+    (out / "sub").mkdir(exist_ok=True)
+    _gcc("-o", out / "sub" / "libnachild.so", SOURCES / "nativealloc.c", "-lpthread")
+    parent = out / "libnaparent.so"
+    _gcc("-o", parent, SOURCES / "dlopen_parent.c", "-Wl,--enable-new-dtags,-rpath,$ORIGIN/sub")
+    return NativeLibs(alloc, parent)
+
+
+def native_blocks(capture: Path) -> Counter[tuple[int, tuple[str, int]]]:
+    """``(size, innermost frame)`` -> count, for native blocks live at the capture's end."""
+    traces = _native.analyze_capture(str(capture)).live_traces()
+    return Counter(
+        (size, tuple(frames[0]))
+        for domain, size, frames, _total in traces
+        if domain == _native.NATIVE_DOMAIN
+    )
+
+
+def domain_sizes(capture: Path, domain: int) -> Counter[int]:
+    """Sizes of the blocks of ``domain`` live at the capture's end."""
+    traces = _native.analyze_capture(str(capture)).live_traces()
+    return Counter(size for d, size, _frames, _total in traces if d == domain)

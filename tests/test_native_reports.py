@@ -1,0 +1,76 @@
+"""Native memory in the reports: totals and the peak include it, and stats, top, diff,
+flamegraph and report show the split by source (Python heap, native, framework), in text
+and in ``--json``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from memtape_cli import memtape, ok, read_json, record, write_program
+from native_lib import NativeLibs, build
+
+PROGRAM = """
+import ctypes, sys
+import numpy as np
+lib = ctypes.CDLL(sys.argv[1])
+lib.na_malloc.restype = ctypes.c_void_p
+lib.na_malloc.argtypes = [ctypes.c_size_t]
+lib.na_free.argtypes = [ctypes.c_void_p]
+native = lib.na_malloc(3_000_000)
+array = np.ones(250_000)  # 2,000,000 bytes
+text = [str(i) * 10 for i in range(10_000)]
+lib.na_free(native)
+"""
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("native-reports")
+    libs: NativeLibs = build(out)
+    script = write_program(out / "mixed.py", PROGRAM)
+    path = out / "mixed.mtape"
+    record(script, path, str(libs.alloc))
+    return path
+
+
+def test_stats_json_splits_peak_and_end(capture: Path) -> None:
+    data = read_json("stats", capture)
+    peak = data["peak"]["by_source"]
+    assert set(peak) == {"python", "native", "framework"}
+    assert peak["native"] >= 3_000_000
+    assert peak["framework"] >= 2_000_000
+    assert peak["python"] > 0
+    assert sum(peak.values()) == data["peak"]["bytes"]
+    # The run's peak RSS is recorded beside it (what memtape did not see is the rest).
+    assert data["run"]["max_rss_bytes"] > 10_000_000
+    end = data["end"]["by_source"]
+    assert end["native"] < 3_000_000
+    assert sum(end.values()) == data["end"]["bytes"]
+
+
+def test_stats_and_top_text_show_the_split(capture: Path) -> None:
+    stats = ok(memtape("stats", capture)).stdout
+    assert "by source:" in stats and "native" in stats
+    assert "Peak RSS:" in stats
+    top = ok(memtape("top", capture)).stdout
+    assert "By source: python" in top
+    top_json = read_json("top", capture)
+    assert top_json["by_source"]["native"] >= 3_000_000
+
+
+def test_diff_flamegraph_and_report_show_the_split(capture: Path, tmp_path: Path) -> None:
+    diff = ok(memtape("diff", capture, capture)).stdout
+    assert "By source (NEW - OLD): python +0 B, native +0 B, framework +0 B" in diff
+    assert read_json("diff", capture, capture)["by_source_diff"] == {
+        "python": 0,
+        "native": 0,
+        "framework": 0,
+    }
+    flame = tmp_path / "flame.html"
+    ok(memtape("flamegraph", capture, "-o", flame))
+    assert "native" in flame.read_text(encoding="utf-8")
+    report = tmp_path / "report.html"
+    ok(memtape("report", capture, "-o", report))
+    html = report.read_text(encoding="utf-8")
+    assert 'id="peak-by-source"' in html and 'data-source="native"' in html

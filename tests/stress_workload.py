@@ -208,8 +208,8 @@ def child_main(directory: Path, kind: str) -> int:
     return 0
 
 
-def fork_child(directory: Path, kind: str) -> int:
-    """Forks one child of `kind` and returns its exit code (-1: killed after the timeout)."""
+def spawn_child(directory: Path, kind: str) -> int:
+    """Forks one child of `kind`; returns its pid."""
     pid = os.fork()
     if pid == 0:
         code = 1
@@ -220,7 +220,12 @@ def fork_child(directory: Path, kind: str) -> int:
             sys.stderr.flush()
         finally:
             os._exit(code)
-    deadline = time.monotonic() + CHILD_TIMEOUT_S
+    return pid
+
+
+def reap_child(pid: int, started: float) -> int:
+    """The child's exit code (-1: killed CHILD_TIMEOUT_S after it `started`)."""
+    deadline = started + CHILD_TIMEOUT_S
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
@@ -296,16 +301,19 @@ def main(argv: list[str]) -> int:
         rng = random.Random(args.seed * 7)
         kinds = ["trace", "trace", "events", "capture", "plain"]
         if args.fork_at_first_start:
+            # A burst of tracing children while the controller's first start() runs.
             tracing_started.wait()
-            for _ in range(8):
-                code = fork_child(directory, "trace")
+            burst = time.monotonic()
+            pids = [spawn_child(directory, "trace") for _ in range(8)]
+            for pid in pids:
+                code = reap_child(pid, burst)
                 forks["trace"] = forks.get("trace", 0) + 1
                 progress.bump("forker")
                 if code != 0:
                     child_failures.append(code)
         while not stop.is_set() and not quiesce.is_set():
             kind = rng.choice(kinds if not args.no_capture else kinds[:3] + kinds[4:])
-            code = fork_child(directory, kind)
+            code = reap_child(spawn_child(directory, kind), time.monotonic())
             forks[kind] = forks.get(kind, 0) + 1
             progress.bump("forker")
             if code != 0:

@@ -5,7 +5,8 @@
 #     else the stable stand-in; MEMTAPE_FUZZ_SECONDS, default 60)
 #   Python: ruff and mypy --strict on python/memtape
 #   for each supported CPython (3.11, 3.12, 3.13; MEMTAPE_PYTHONS="3.11" to narrow):
-#     memtape's pytest suite, and CPython's own Lib/test/test_tracemalloc.py run
+#     memtape's pytest suite (with the threads-and-fork stress run under a watchdog,
+#     MEMTAPE_STRESS_SECONDS long, default 60), and CPython's own Lib/test/test_tracemalloc.py run
 #     against memtape (tests/cpython/run_cpython_tracemalloc.py)
 # Every step runs even if an earlier one failed; the exit status is 1 if any failed.
 set -uo pipefail
@@ -55,13 +56,14 @@ fuzz_reader() {
   fi
 }
 
-ensure_chromium() {
-  # The HTML report and flame graph are checked in headless Chromium (Debian's).
-  command -v chromium >/dev/null 2>&1 && return 0
+ensure_tool() {
+  # ensure_tool COMMAND PACKAGE CONSEQUENCE: installs Debian's PACKAGE when COMMAND is missing.
+  local cmd="$1" pkg="$2" consequence="$3"
+  command -v "$cmd" >/dev/null 2>&1 && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null
   else
-    echo "chromium is missing: install it (apt-get install chromium); the HTML tests will fail" >&2
+    echo "$cmd is missing: install it (apt-get install $pkg); $consequence" >&2
   fi
 }
 
@@ -77,7 +79,10 @@ step "cargo fmt" cargo fmt --all --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 step "rust tests" rust_tests
 step "capture reader fuzzing" fuzz_reader
-ensure_chromium
+# The HTML report and flame graph are checked in headless Chromium (Debian's).
+ensure_tool chromium chromium "the HTML tests will fail"
+# The stress suite's watchdog prints the native stacks of a stuck process with gdb.
+ensure_tool gdb gdb "the stress watchdog test will fail"
 
 first=1
 for v in $versions; do

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import functools
 import json
 import os
+import platform
 import random
 import signal
 import sys
@@ -36,6 +38,7 @@ import threading
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +74,7 @@ class Progress:
 
 def watch_stacks(directory: Path) -> None:
     """SIGUSR1 dumps every thread's Python stack to DIR/stacks-<pid>.txt."""
-    out = open(directory / f"stacks-{os.getpid()}.txt", "w", encoding="utf-8")  # noqa: SIM115
+    out = open(directory / f"stacks-{os.getpid()}.txt", "w", encoding="utf-8")
     faulthandler.register(signal.SIGUSR1, file=out, all_threads=True)
 
 
@@ -253,141 +256,159 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str]) -> int:
-    args = parse_args(argv)
-    sources = set(args.sources.split(","))
-    if sources != {"python"}:
-        raise SystemExit(f"unknown sources {sorted(sources - {'python'})}")
-    directory: Path = args.directory
-    progress = Progress(directory, "workload")
-    watch_stacks(directory)
-    stop = threading.Event()
-    quiesce = threading.Event()
-    tracing_started = threading.Event()
-    paused = threading.Barrier(args.threads + 1)
-    errors: list[str] = []
-    forks: dict[str, int] = {}
-    child_failures: list[int] = []
-    allocators = [Allocator(i, args.seed + i) for i in range(args.threads)]
-    controller = Controller(directory, args.seed, capture=not args.no_capture)
+class Workload:
+    """The threads of the workload process and what they share."""
 
-    def guarded(name: str, body: Any) -> Any:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.directory: Path = args.directory
+        self.progress = Progress(self.directory, "workload")
+        self.stop = threading.Event()
+        self.quiesce = threading.Event()
+        self.tracing_started = threading.Event()
+        self.paused = threading.Barrier(args.threads + 1)
+        self.errors: list[str] = []
+        self.forks: dict[str, int] = {}
+        self.child_failures: list[int] = []
+        self.allocators = [Allocator(i, args.seed + i) for i in range(args.threads)]
+        self.controller = Controller(self.directory, args.seed, capture=not args.no_capture)
+
+    def thread(self, name: str, body: Callable[[], None]) -> threading.Thread:
+        """A thread whose failure is reported and stops the run."""
+
         def run() -> None:
             try:
                 body()
             except BaseException:
-                errors.append(f"{name}: {traceback.format_exc()}")
-                stop.set()
+                self.errors.append(f"{name}: {traceback.format_exc()}")
+                self.stop.set()
+
         return threading.Thread(target=run, name=name, daemon=True)
 
-    def allocate(a: Allocator) -> None:
-        while not stop.is_set() and not quiesce.is_set():
-            a.step(progress)
+    def allocate(self, a: Allocator) -> None:
+        while not self.stop.is_set() and not self.quiesce.is_set():
+            a.step(self.progress)
         try:
-            paused.wait()  # the main thread restarts tracing in between
+            self.paused.wait()  # the main thread restarts tracing in between
             a.held.clear()
-            paused.wait()
+            self.paused.wait()
         except threading.BrokenBarrierError:
             return  # something failed: no final round
-        while not stop.is_set():
-            a.step(progress)
+        while not self.stop.is_set():
+            a.step(self.progress)
 
-    def control() -> None:
-        while not stop.is_set() and not quiesce.is_set():
-            controller.step(progress, tracing_started)
-        controller.finish()
+    def control(self) -> None:
+        while not self.stop.is_set() and not self.quiesce.is_set():
+            self.controller.step(self.progress, self.tracing_started)
+        self.controller.finish()
 
-    def fork_loop() -> None:
-        rng = random.Random(args.seed * 7)
-        kinds = ["trace", "trace", "events", "capture", "plain"]
-        if args.fork_at_first_start:
+    def count_child(self, kind: str, code: int) -> None:
+        self.forks[kind] = self.forks.get(kind, 0) + 1
+        self.progress.bump("forker")
+        if code != 0:
+            self.child_failures.append(code)
+
+    def fork_loop(self) -> None:
+        rng = random.Random(self.args.seed * 7)
+        kinds = ["trace", "trace", "events", "plain"] + ([] if self.args.no_capture
+                                                          else ["capture"])
+        if self.args.fork_at_first_start:
             # A burst of tracing children while the controller's first start() runs.
-            tracing_started.wait()
+            self.tracing_started.wait()
             burst = time.monotonic()
-            pids = [spawn_child(directory, "trace") for _ in range(8)]
+            pids = [spawn_child(self.directory, "trace") for _ in range(8)]
             for pid in pids:
-                code = reap_child(pid, burst)
-                forks["trace"] = forks.get("trace", 0) + 1
-                progress.bump("forker")
-                if code != 0:
-                    child_failures.append(code)
-        while not stop.is_set() and not quiesce.is_set():
-            kind = rng.choice(kinds if not args.no_capture else kinds[:3] + kinds[4:])
-            code = reap_child(spawn_child(directory, kind), time.monotonic())
-            forks[kind] = forks.get(kind, 0) + 1
-            progress.bump("forker")
-            if code != 0:
-                child_failures.append(code)
+                self.count_child("trace", reap_child(pid, burst))
+        while not self.stop.is_set() and not self.quiesce.is_set():
+            kind = rng.choice(kinds)
+            self.count_child(kind, reap_child(spawn_child(self.directory, kind),
+                                              time.monotonic()))
             time.sleep(rng.random() * 0.05)
 
-    def heartbeat() -> None:
-        while not progress.done:
-            progress.bump("heartbeat")
-            progress.write()
+    def heartbeat(self) -> None:
+        while not self.progress.done:
+            self.progress.bump("heartbeat")
+            self.progress.write()
             time.sleep(HEARTBEAT_EVERY_S)
 
-    threads = [guarded(a.key, lambda a=a: allocate(a)) for a in allocators]
-    workers = [guarded("controller", control), guarded("forker", fork_loop)]
-    beat = guarded("heartbeat", heartbeat)
-    beat.start()
-    started = time.monotonic()
-    for t in threads + workers:
-        t.start()
-    deadline = started + args.seconds
-    while time.monotonic() < deadline and not stop.is_set():
-        time.sleep(0.05)
-    chaos_s = time.monotonic() - started
-
-    # The final check: quiesce, restart tracing once, one clean round, compare.
-    quiesce.set()
-    for t in workers:
-        t.join()
-    check: dict[str, Any] = {}
-    if stop.is_set():
-        paused.abort()
-    else:
-        paused.wait()
+    def final_check(self, allocating: list[threading.Thread]) -> dict[str, int]:
+        """Restarts tracing once with the allocators paused, lets them run a clean round,
+        and compares the tagged line's traced total with what they hold."""
+        self.paused.wait()
         tm.stop()
         tm.start(1)
-        paused.wait()
+        self.paused.wait()
         time.sleep(0.5)
-        stop.set()
-        for t in threads:
+        self.stop.set()
+        for t in allocating:
             t.join()
-        held = [b for a in allocators for b in a.held]
-        expected = sum(sys.getsizeof(b) for b in held)
+        held = [b for a in self.allocators for b in a.held]
         tagged = [
             s for s in tm.take_snapshot().statistics("lineno")
             if s.traceback[0].filename == __file__ and s.traceback[0].lineno == TAGGED_LINE
         ]
-        traced = sum(s.size for s in tagged)
-        count = sum(s.count for s in tagged)
-        check = {"held_blocks": len(held), "held_bytes": expected,
-                 "traced_blocks": count, "traced_bytes": traced}
-        if (traced, count) != (expected, len(held)):
-            errors.append(f"traced totals differ from what the threads hold: {check}")
         tm.stop()
-    stop.set()
-    for t in threads:
-        t.join()
-    progress.done = True
-    beat.join()
-    progress.write()
-    if child_failures:
-        errors.append(f"forked children failed with exit codes {child_failures}")
-    summary = {
-        "python": "%d.%d" % sys.version_info[:2],
-        "seconds": round(chaos_s, 2),
-        "threads": args.threads,
-        "sources": sorted(sources),
-        "ops": {k: v for k, v in progress.counts.items() if k != "heartbeat"},
-        "ops_total": sum(v for k, v in progress.counts.items() if k != "heartbeat"),
-        "forks": forks,
-        "check": check,
-        "errors": errors,
-    }
+        check = {"held_blocks": len(held), "held_bytes": sum(sys.getsizeof(b) for b in held),
+                 "traced_blocks": sum(s.count for s in tagged),
+                 "traced_bytes": sum(s.size for s in tagged)}
+        if (check["traced_blocks"], check["traced_bytes"]) != (
+                check["held_blocks"], check["held_bytes"]):
+            self.errors.append(f"traced totals differ from what the threads hold: {check}")
+        return check
+
+    def run(self) -> dict[str, Any]:
+        allocating = [self.thread(a.key, functools.partial(self.allocate, a))
+                      for a in self.allocators]
+        workers = [self.thread("controller", self.control),
+                   self.thread("forker", self.fork_loop)]
+        beat = self.thread("heartbeat", self.heartbeat)
+        beat.start()
+        started = time.monotonic()
+        for t in allocating + workers:
+            t.start()
+        deadline = started + self.args.seconds
+        while time.monotonic() < deadline and not self.stop.is_set():
+            time.sleep(0.05)
+        chaos_s = time.monotonic() - started
+        self.quiesce.set()
+        for t in workers:
+            t.join()
+        check: dict[str, int] = {}
+        if self.stop.is_set():
+            self.paused.abort()
+        else:
+            check = self.final_check(allocating)
+        self.stop.set()
+        for t in allocating:
+            t.join()
+        self.progress.done = True
+        beat.join()
+        self.progress.write()
+        if self.child_failures:
+            self.errors.append(f"forked children failed with exit codes {self.child_failures}")
+        ops = {k: v for k, v in self.progress.counts.items() if k != "heartbeat"}
+        return {
+            "python": platform.python_version(),
+            "seconds": round(chaos_s, 2),
+            "threads": self.args.threads,
+            "sources": self.args.sources.split(","),
+            "ops": ops,
+            "ops_total": sum(ops.values()),
+            "forks": self.forks,
+            "check": check,
+            "errors": self.errors,
+        }
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    unknown = set(args.sources.split(",")) - {"python"}
+    if unknown:
+        raise SystemExit(f"unknown sources {sorted(unknown)}")
+    watch_stacks(args.directory)
+    summary = Workload(args).run()
     print(json.dumps(summary), flush=True)
-    return 1 if errors else 0
+    return 1 if summary["errors"] else 0
 
 
 if __name__ == "__main__":

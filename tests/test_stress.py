@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from child_python import describe, run_python
 from stress_watchdog import WatchedRun, run_watched
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
@@ -95,3 +96,14 @@ def test_watchdog_reports_a_child_stuck_in_a_lazy_import(tmp_path: Path) -> None
     assert "importlib._bootstrap" in stall, stall
     assert "_lock_unlock_module" in stall or "_find_and_load" in stall, stall
     assert "native stacks" in stall and "#0 " in stall, stall
+
+
+def test_start_stop_cycles_keep_memtapes_memory_flat(tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "start_stop_memory.py"
+    done = run_python([str(script), "--cycles", "300", "--every", "50", "--blocks", "200"],
+                      timeout=180)
+    assert done.returncode == 0, describe(done)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["rss_growth_after_warmup_mib"] < 1.0, result
+    own = [s["tracemalloc_memory_kib"] for s in result["samples"][1:]]
+    assert max(own) <= min(own) * 1.25, result

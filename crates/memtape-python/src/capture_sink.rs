@@ -423,7 +423,10 @@ pub(crate) fn forget_in_child(rec: &mut recorder::Recorder) {
     RESOLVE_QUEUED.store(false, Ordering::Release);
     // FLUSHER is only ever locked with the GIL held, which the forking thread held.
     if let Ok(mut flusher) = FLUSHER.try_lock() {
-        if flusher.as_ref().is_some_and(|f| f.pid != std::process::id()) {
+        if flusher
+            .as_ref()
+            .is_some_and(|f| f.pid != std::process::id())
+        {
             std::mem::forget(flusher.take());
         }
     }

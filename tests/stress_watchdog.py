@@ -27,6 +27,7 @@ from child_python import child_env
 
 POLL_S = 0.25
 NATIVE_STACK_TIMEOUT_S = 60.0
+MAX_NATIVE_STACKS = 3  # gdb takes a second or two per process
 
 
 @dataclass
@@ -173,11 +174,16 @@ def stall_report(directory: Path, root: int, stalled: Mapping[int, list[str]],
     for pid, keys in stalled.items():
         sections.append(f"process {pid} ({progress.roles.get(pid, '?')}) stopped making "
                         f"progress: {', '.join(keys)}")
-    for pid in pids:
+    for n, pid in enumerate(pids):
         role = progress.roles.get(pid, "?")
         sections.append(f"===== process {pid} ({role}): Python stacks\n"
                         f"{python_stacks(directory, pid)}")
-        sections.append(f"===== process {pid} ({role}): native stacks\n{native_stacks(pid)}")
+        if n < MAX_NATIVE_STACKS:
+            native = native_stacks(pid)
+        else:
+            native = f"(only the first {MAX_NATIVE_STACKS} processes go through gdb)\n"
+            native += kernel_stacks(pid)
+        sections.append(f"===== process {pid} ({role}): native stacks\n{native}")
     return "\n".join(sections)
 
 

@@ -49,6 +49,7 @@ from memtape import _native
 warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads
 
 CHILD_TIMEOUT_S = 30.0
+BURST_MAX = 40
 HEARTBEAT_EVERY_S = 0.2
 
 
@@ -117,15 +118,15 @@ class Controller:
         self.capture = capture
         self.capturing = False
 
-    def step(self, progress: Progress, tracing_started: threading.Event) -> None:
+    def step(self, progress: Progress, recording_starts: threading.Event) -> None:
         rng = self.rng
         op = rng.choice(
             ["start", "start", "stop", "snapshot", "events", "events_off", "read_events",
              "clear", "reset_peak", "counters", "capture"]
         )
+        if op in ("start", "events", "capture"):
+            recording_starts.set()  # the first one (lazily) set memtape's NumPy support up
         if op == "start":
-            if not tm.is_tracing():
-                tracing_started.set()
             tm.start(rng.choice([1, 5, 25]))
         elif op == "stop":
             tm.stop()
@@ -249,9 +250,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--sources", default="python", help="comma-separated: python")
     parser.add_argument("--no-capture", action="store_true")
     parser.add_argument(
+        "--switch-interval", type=float, default=None,
+        help="sys.setswitchinterval: smaller means more thread interleavings",
+    )
+    parser.add_argument(
         "--fork-at-first-start", action="store_true",
-        help="the issue-12 scenario: fork a burst of tracing children the moment the "
-             "controller first starts tracing",
+        help="the issue-12 scenario: fork tracing children back to back while the "
+             "controller first starts recording (tracing, events or a capture)",
     )
     return parser.parse_args(argv)
 
@@ -265,7 +270,9 @@ class Workload:
         self.progress = Progress(self.directory, "workload")
         self.stop = threading.Event()
         self.quiesce = threading.Event()
-        self.tracing_started = threading.Event()
+        self.recording_starts = threading.Event()
+        self.bursting = threading.Event()
+        self.first_recorded = threading.Event()
         self.paused = threading.Barrier(args.threads + 1)
         self.errors: list[str] = []
         self.forks: dict[str, int] = {}
@@ -298,8 +305,13 @@ class Workload:
             a.step(self.progress)
 
     def control(self) -> None:
+        if self.args.fork_at_first_start:
+            self.bursting.wait()
         while not self.stop.is_set() and not self.quiesce.is_set():
-            self.controller.step(self.progress, self.tracing_started)
+            self.controller.step(self.progress, self.recording_starts)
+            if self.recording_starts.is_set():
+                self.first_recorded.set()
+        self.first_recorded.set()
         self.controller.finish()
 
     def count_child(self, kind: str, code: int) -> None:
@@ -313,10 +325,14 @@ class Workload:
         kinds = ["trace", "trace", "events", "plain"] + ([] if self.args.no_capture
                                                           else ["capture"])
         if self.args.fork_at_first_start:
-            # A burst of tracing children while the controller's first start() runs.
-            self.tracing_started.wait()
+            # Tracing children forked back to back until the controller's first start of
+            # a recording (tracing, events or a capture) has returned, and two more.
             burst = time.monotonic()
-            pids = [spawn_child(self.directory, "trace") for _ in range(8)]
+            pids = [spawn_child(self.directory, "trace")]
+            self.bursting.set()
+            while not self.first_recorded.is_set() and len(pids) < BURST_MAX:
+                pids.append(spawn_child(self.directory, "trace"))
+            pids += [spawn_child(self.directory, "trace") for _ in range(2)]
             for pid in pids:
                 self.count_child("trace", reap_child(pid, burst))
         while not self.stop.is_set() and not self.quiesce.is_set():
@@ -406,6 +422,8 @@ def main(argv: list[str]) -> int:
     if unknown:
         raise SystemExit(f"unknown sources {sorted(unknown)}")
     watch_stacks(args.directory)
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     summary = Workload(args).run()
     print(json.dumps(summary), flush=True)
     return 1 if summary["errors"] else 0

@@ -52,6 +52,9 @@ if os.environ.get("MEMTAPE_TEST_LAZY_IMPORT") == "1":
     from memtape import _native
 
     def _lazy_numpy_sync(active: bool) -> None:
+        # As before the fix, the first call also imports importlib.abc (the bridge's ABCs).
+        import importlib.abc  # noqa: F401
+
         import memtape._numpy_bridge
 
         memtape._numpy_bridge.sync(active)

@@ -5,11 +5,12 @@ directly. For SECONDS it runs, in one process:
 
 - ``--threads`` allocator threads, each allocating and freeing tagged ``bytes`` blocks;
 - one controller thread that starts and stops ``memtape.tracemalloc``, takes snapshots,
-  records and reads memory events, clears traces, resets the peak, reads the counters and
-  runs short capture files;
-- one forker thread that forks children: some trace (start, allocate, snapshot, record
-  events, run a capture, stop), some do nothing with memtape; each child has a hard
-  timeout and is reaped.
+  records and reads memory events, clears traces, resets the peak, reads the counters,
+  runs short capture files and allocates NumPy arrays (memtape's NumPy handler is
+  installed and removed as recording starts and stops);
+- one forker thread that forks children: some trace (start, allocate Python objects and
+  a NumPy array, snapshot, record events, run a capture, stop), some do nothing with
+  memtape; each child has a hard timeout and is reaped.
 
 Every process (children included) reports progress in ``DIR/hb-<pid>.json`` (one counter
 per thread or step) and dumps its Python stacks to ``DIR/stacks-<pid>.txt`` on SIGUSR1, so
@@ -44,11 +45,13 @@ from typing import Any
 
 import memtape
 import memtape.tracemalloc as tm
+import numpy as np
 from memtape import _native
 
 warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads
 
 CHILD_TIMEOUT_S = 30.0
+NUMPY_DOMAIN = _native.NUMPY_DOMAIN
 BURST_MAX = 40
 HEARTBEAT_EVERY_S = 0.2
 
@@ -106,7 +109,7 @@ class Allocator:
                 self.held.pop(rng.randrange(len(self.held)))
         scratch = [{"k": i, "v": [i] * 4} for i in range(20)]
         del scratch
-        progress.bump(self.key, 51)
+        progress.bump(self.key, 50)  # tagged blocks allocated or freed
 
 
 class Controller:
@@ -150,6 +153,7 @@ class Controller:
             tm.get_tracemalloc_memory()
         elif op == "capture" and self.capture:
             self.toggle_capture()
+        np.ones(rng.randrange(1, 4096))  # NumPy buffers while the handler comes and goes
         progress.bump("controller")
 
     def toggle_capture(self) -> None:
@@ -181,13 +185,20 @@ def child_main(directory: Path, kind: str) -> int:
         progress.done = True
         progress.write()
         return 0
+    # A child of a tracing parent traces already, but memtape's NumPy handler belongs to
+    # the NumPy context (thread) that started tracing (NEP 49): restart here.
+    tm.stop()
     tm.start(5)
     progress.bump("step")
     progress.write()
     block = make_block(2000)
     tb = tm.get_object_traceback(block)
     assert tb is not None and tb[-1].lineno == TAGGED_LINE, tb
-    tm.take_snapshot().statistics("lineno")
+    array = np.ones(1000)  # through memtape's NumPy handler, installed on start()
+    snapshot = tm.take_snapshot()
+    snapshot.statistics("lineno")
+    numpy_bytes = [t.size for t in snapshot.traces if t.domain == NUMPY_DOMAIN]
+    assert array.nbytes in numpy_bytes, numpy_bytes
     progress.bump("step")
     progress.write()
     if kind == "events":

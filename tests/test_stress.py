@@ -109,4 +109,4 @@ def test_start_stop_cycles_keep_memtapes_memory_flat(tmp_path: Path) -> None:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["rss_growth_after_warmup_mib"] < 1.0, result
     own = [s["tracemalloc_memory_kib"] for s in result["samples"][1:]]
-    assert max(own) <= min(own) * 1.25, result
+    assert max(own) <= min(own) * 1.5, result

@@ -402,13 +402,14 @@ thread_local! {
 pub(crate) fn before_fork() {
     if let Some(wake) = WAKE.get() {
         let guard = wake.flag.lock().unwrap_or_else(|e| e.into_inner());
-        WAKE_HELD_FOR_FORK.with(|held| *held.borrow_mut() = Some(guard));
+        // A thread whose thread-locals are gone (exiting) forks unprotected, as before.
+        let _ = WAKE_HELD_FOR_FORK.try_with(|held| *held.borrow_mut() = Some(guard));
     }
 }
 
 /// After `fork()`, in the parent or the child: releases what `before_fork` took.
 pub(crate) fn after_fork() {
-    WAKE_HELD_FOR_FORK.with(|held| held.borrow_mut().take());
+    let _ = WAKE_HELD_FOR_FORK.try_with(|held| held.borrow_mut().take());
 }
 
 /// In a forked child: the capture belongs to the parent; stop recording into it. A stack

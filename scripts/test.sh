@@ -6,7 +6,9 @@
 #   Python: ruff and mypy --strict on python/memtape
 #   for each supported CPython (3.11, 3.12, 3.13; MEMTAPE_PYTHONS="3.11" to narrow):
 #     memtape's pytest suite (its viewer tests need ../shared/memviz, Chromium, node and
-#     npm, installed here when missing), and CPython's own Lib/test/test_tracemalloc.py run
+#     npm; the native tests gcc; the stress watchdog gdb; all installed here when missing;
+#     the threads-and-fork stress run lasts MEMTAPE_STRESS_SECONDS, default 60), and
+#     CPython's own Lib/test/test_tracemalloc.py run
 #     against memtape (tests/cpython/run_cpython_tracemalloc.py)
 # Every step runs even if an earlier one failed; the exit status is 1 if any failed.
 set -uo pipefail
@@ -56,36 +58,18 @@ fuzz_reader() {
   fi
 }
 
-ensure_chromium() {
-  # The HTML report and flame graph are checked in headless Chromium (Debian's).
-  command -v chromium >/dev/null 2>&1 && return 0
+ensure_tool() {
+  # ensure_tool COMMAND "PACKAGES" CONSEQUENCE: installs Debian's PACKAGES when COMMAND is missing.
+  local cmd="$1" pkg="$2" consequence="$3"
+  command -v "$cmd" >/dev/null 2>&1 && return 0
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkg >/dev/null
   else
-    echo "chromium is missing: install it (apt-get install chromium); the HTML tests will fail" >&2
+    echo "$cmd is missing: install it (apt-get install $pkg); $consequence" >&2
   fi
 }
 
-ensure_node() {
-  # PyTorch's memory viewer runs in headless Chromium through node (tests/memviz_harness.py,
-  # which npm-installs d3 and playwright-core into ~/.cache/memtape/memviz_npm once).
-  command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && return 0
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
-  else
-    echo "node or npm is missing: install them (apt-get install nodejs npm); the viewer tests will fail" >&2
-  fi
-}
 
-ensure_gcc() {
-  # The native-allocation tests build a small C library with gcc and load it with ctypes.
-  command -v gcc >/dev/null 2>&1 && return 0
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null
-  else
-    echo "gcc is missing: install it (apt-get install gcc); the native tests will fail" >&2
-  fi
-}
 
 python_lints() {
   local py="$1"
@@ -99,9 +83,16 @@ step "cargo fmt" cargo fmt --all --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 step "rust tests" rust_tests
 step "capture reader fuzzing" fuzz_reader
-ensure_chromium
-ensure_node
-ensure_gcc
+# The HTML report and flame graph are checked in headless Chromium (Debian's).
+ensure_tool chromium chromium "the HTML tests will fail"
+# PyTorch's memory viewer runs in headless Chromium through node (tests/memviz_harness.py,
+# which npm-installs d3 and playwright-core into ~/.cache/memtape/memviz_npm once).
+ensure_tool node nodejs "the viewer tests will fail"
+ensure_tool npm npm "the viewer tests will fail"
+# The native-allocation tests build a small C library with gcc and load it with ctypes.
+ensure_tool gcc "gcc libc6-dev" "the native tests will fail"
+# The stress suite's watchdog prints the native stacks of a stuck process with gdb.
+ensure_tool gdb gdb "the stress watchdog test will fail"
 
 first=1
 for v in $versions; do

@@ -7,6 +7,7 @@ the ``memtape`` command line. The recorder itself is the Rust extension
 
 from __future__ import annotations
 
+import os
 import sys
 
 SUPPORTED_PYTHONS: tuple[tuple[int, int], ...] = ((3, 11), (3, 12), (3, 13))
@@ -41,6 +42,26 @@ from memtape.events import (  # noqa: E402 - after the interpreter check
     record_allocator_event,
     record_memory_events,
 )
+
+# The native side calls into _numpy_bridge whenever recording starts or stops; importing
+# it here means no import ever runs on those paths (a fork while another thread held the
+# module's import lock would leave the child waiting for it forever).
+# MEMTAPE_TEST_LAZY_IMPORT=1 is a test-only switch that brings the lazy import back, so
+# that tests/test_stress.py can show its watchdog catches the hang.
+if os.environ.get("MEMTAPE_TEST_LAZY_IMPORT") == "1":
+    from memtape import _native
+
+    def _lazy_numpy_sync(active: bool) -> None:
+        # As before the fix, the first call also imports importlib.abc (the bridge's ABCs).
+        import importlib.abc  # noqa: F401
+
+        import memtape._numpy_bridge
+
+        memtape._numpy_bridge.sync(active)
+
+    _native._set_numpy_bridge(_lazy_numpy_sync)
+else:
+    from memtape import _numpy_bridge  # noqa: F401 - registers itself with _native
 
 __version__ = "0.1.0"
 __all__ = [

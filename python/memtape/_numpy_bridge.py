@@ -4,19 +4,28 @@ NumPy allocates array data with its own allocator (NEP 49), out of the PEP 445 h
 sight. While tracemalloc or the event recorder runs, memtape installs a NumPy memory
 handler that records each buffer (tracemalloc domain 389047, the domain NumPy itself
 uses). If NumPy is not imported yet, the handler is installed right after it is.
+
+``memtape`` imports this module up front and it registers ``sync`` with the native side,
+which calls it when recording starts or stops: importing it then, lazily, held its import
+lock at a moment when another thread may fork, and the child waited for that lock forever.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
 import importlib.machinery
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memtape import _native
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader as _LoaderBase
+    from importlib.abc import MetaPathFinder as _FinderBase
+else:  # importlib.abc costs ~13 ms to import; the import system needs only the methods
+    _LoaderBase = _FinderBase = object
 
 
 class _State:
@@ -32,10 +41,10 @@ def _install() -> None:
         _native.install_numpy_handler()
 
 
-class _AfterNumpyImport(importlib.abc.Loader):
+class _AfterNumpyImport(_LoaderBase):
     """Runs numpy's own loader, then installs the handler."""
 
-    def __init__(self, inner: importlib.abc.Loader) -> None:
+    def __init__(self, inner: _LoaderBase) -> None:
         self.inner = inner
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
@@ -50,7 +59,7 @@ class _AfterNumpyImport(importlib.abc.Loader):
         return getattr(self.inner, name)
 
 
-class _NumpyImportWatcher(importlib.abc.MetaPathFinder):
+class _NumpyImportWatcher(_FinderBase):
     """Finds nothing itself; wraps the loader of the ``numpy`` package when it is found."""
 
     def find_spec(
@@ -89,3 +98,6 @@ def sync(active: bool) -> None:
         if "numpy" in sys.modules:
             with contextlib.suppress(Exception):
                 _native.uninstall_numpy_handler()
+
+
+_native._set_numpy_bridge(sync)

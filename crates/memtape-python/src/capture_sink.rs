@@ -11,7 +11,7 @@ use std::ffi::{c_int, c_void};
 use std::fs::File;
 use std::io::BufWriter;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -393,13 +393,43 @@ pub(crate) fn stop(py: Python<'_>, trailer_fields: &str) -> PyResult<(u64, u64)>
     .map_err(|e| PyOSError::new_err(format!("cannot finish the capture: {e}")))
 }
 
-/// In a forked child: the capture belongs to the parent; stop recording into it.
+thread_local! {
+    /// The writer's wake-up lock, held by the forking thread across `fork()`.
+    static WAKE_HELD_FOR_FORK: std::cell::RefCell<Option<MutexGuard<'static, (bool, bool)>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Before `fork()`: takes the writer's wake-up lock (the writer thread holds it only for a
+/// moment), so that the child never inherits it locked by a thread it does not have.
+pub(crate) fn before_fork() {
+    if let Some(wake) = WAKE.get() {
+        let guard = wake.flag.lock().unwrap_or_else(|e| e.into_inner());
+        // A thread whose thread-locals are gone (exiting) forks unprotected, as before.
+        let _ = WAKE_HELD_FOR_FORK.try_with(|held| *held.borrow_mut() = Some(guard));
+    }
+}
+
+/// After `fork()`, in the parent or the child: releases what `before_fork` took.
+pub(crate) fn after_fork() {
+    let _ = WAKE_HELD_FOR_FORK.try_with(|held| held.borrow_mut().take());
+}
+
+/// In a forked child: the capture belongs to the parent; stop recording into it. A stack
+/// resolution the parent had queued is not the child's to wait for. The parent's writer
+/// thread handle is leaked, never dropped: its thread does not exist here, and glibc may
+/// give its descriptor to the child's next thread, which dropping (detaching) the stale
+/// handle would then make unjoinable.
 pub(crate) fn forget_in_child(rec: &mut recorder::Recorder) {
     if rec.capture.is_some() && CAPTURE_PID.load(Ordering::Acquire) != std::process::id() {
         rec.capture = None;
-        // The parent's writer thread does not exist here, and a new thread may get its
-        // descriptor: dropping (detaching) its handle later would detach that thread.
-        if let Ok(mut flusher) = FLUSHER.try_lock() {
+    }
+    RESOLVE_QUEUED.store(false, Ordering::Release);
+    // FLUSHER is only ever locked with the GIL held, which the forking thread held.
+    if let Ok(mut flusher) = FLUSHER.try_lock() {
+        if flusher
+            .as_ref()
+            .is_some_and(|f| f.pid != std::process::id())
+        {
             std::mem::forget(flusher.take());
         }
     }

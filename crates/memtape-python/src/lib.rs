@@ -83,6 +83,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NATIVE_DOMAIN", native::NATIVE_DOMAIN)?;
     m.add_function(wrap_pyfunction!(numpy_handler::install_numpy_handler, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_handler::uninstall_numpy_handler, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_handler::_set_numpy_bridge, m)?)?;
     m.add("NUMPY_DOMAIN", numpy_handler::NUMPY_DOMAIN)?;
     m.add_class::<report_api::PyCapture>()?;
     m.add_function(wrap_pyfunction!(report_api::analyze_capture, m)?)?;

@@ -168,7 +168,19 @@ extern "C" fn np_free(_ctx: *mut c_void, block: *mut c_void, size: usize) {
 type SetHandler = unsafe extern "C" fn(*mut ffi::PyObject) -> *mut ffi::PyObject;
 type GetHandler = unsafe extern "C" fn() -> *mut ffi::PyObject;
 
+/// numpy's SetHandler and GetHandler once found (numpy is never unloaded), so that
+/// installing and removing the handler imports nothing after the first time.
+static NUMPY_API: std::sync::OnceLock<(SetHandler, GetHandler)> = std::sync::OnceLock::new();
+
 fn numpy_api(py: Python<'_>) -> PyResult<(SetHandler, GetHandler)> {
+    if let Some(api) = NUMPY_API.get() {
+        return Ok(*api);
+    }
+    let api = find_numpy_api(py)?;
+    Ok(*NUMPY_API.get_or_init(|| api))
+}
+
+fn find_numpy_api(py: Python<'_>) -> PyResult<(SetHandler, GetHandler)> {
     let module = py
         .import("numpy._core._multiarray_umath")
         .or_else(|_| py.import("numpy.core._multiarray_umath"))?;
@@ -269,10 +281,29 @@ pub(crate) fn uninstall_numpy_handler(py: Python<'_>) -> PyResult<bool> {
     Ok(true)
 }
 
+/// `memtape._numpy_bridge.sync`, registered when `memtape` is imported (a strong
+/// reference, or null). Nothing is imported on a start/stop path: an import there holds
+/// the module's import lock, and a child forked meanwhile by another thread would wait
+/// for that lock forever.
+static BRIDGE_SYNC: AtomicPtr<ffi::PyObject> = AtomicPtr::new(ptr::null_mut());
+
+/// Registers the function that `sync` calls (`memtape._numpy_bridge` does, on import).
+#[pyfunction]
+pub(crate) fn _set_numpy_bridge(_py: Python<'_>, sync: Bound<'_, PyAny>) {
+    let old = BRIDGE_SYNC.swap(sync.into_ptr(), Ordering::AcqRel);
+    // SAFETY: GIL held (the `_py` token); `old` was a strong reference we owned, or null.
+    unsafe { ffi::Py_XDECREF(old) };
+}
+
 /// Tells the Python side whether any sink records now, so that it installs or removes the
 /// NumPy handler. Errors are swallowed: NumPy support must never break the traced program.
 pub(crate) fn sync(py: Python<'_>, active: bool) {
-    let _ = py
-        .import("memtape._numpy_bridge")
-        .and_then(|m| m.call_method1("sync", (active,)));
+    let sync = BRIDGE_SYNC.load(Ordering::Acquire);
+    if sync.is_null() {
+        return;
+    }
+    // SAFETY: GIL held; `sync` is a live object (we own a reference to it); the new strong
+    // reference keeps it alive even if the call registers another one.
+    let sync = unsafe { Bound::from_borrowed_ptr(py, sync) };
+    let _ = sync.call1((active,));
 }

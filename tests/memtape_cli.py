@@ -98,7 +98,9 @@ def read_json(*args: str | os.PathLike[str]) -> Any:
 
 @dataclass(frozen=True)
 class Site:
-    """One row of a ``--json`` site list: its innermost frame, bytes and block count."""
+    """One row of a ``--json`` site list: its innermost frame, bytes and block count. A
+    block with no Python frame (a native allocation by a thread that runs no Python, or
+    outside the program's own frames) has an empty filename and line 0."""
 
     filename: str
     line: int
@@ -108,7 +110,7 @@ class Site:
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> Site:
-        frame = row["frames"][0]
+        frame = row["frames"][0] if row["frames"] else {"filename": "", "line": 0, "function": ""}
         return cls(frame["filename"], frame["line"], frame["function"], row["bytes"], row["count"])
 
     def at(self, path: str | os.PathLike[str], line: int) -> bool:

@@ -174,9 +174,17 @@ fn queue_resolution() {
     }
 }
 
-fn flusher_loop(mut writer: FileWriter, wake: Arc<Wake>) -> std::io::Result<FileWriter> {
-    // Whatever libc allocates for this thread is memtape's, not the program's.
+fn flusher_loop(
+    mut writer: FileWriter,
+    wake: Arc<Wake>,
+    ready: std::sync::mpsc::SyncSender<()>,
+) -> std::io::Result<FileWriter> {
+    // Whatever libc allocates for this thread is memtape's, not the program's. The
+    // thread's start-up (its thread-locals' destructors, registered through libc) is over
+    // by now: `start` waits for this before native tracing can begin.
     hook_mode::set(hook_mode::HookMode::Untraced);
+    // The receiver only goes away if `start` failed; the loop runs either way.
+    let _ = ready.send(());
     loop {
         let stopping = {
             let guard = wake.flag.lock().unwrap_or_else(|e| e.into_inner());
@@ -295,10 +303,16 @@ pub(crate) fn start(
         *f = (false, false);
     }
     let wake = Arc::clone(wake());
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
     let handle = std::thread::Builder::new()
         .name("memtape-flusher".into())
-        .spawn(move || flusher_loop(writer, wake))
+        .spawn(move || flusher_loop(writer, wake, ready_tx))
         .map_err(|e| PyOSError::new_err(format!("cannot start the capture writer thread: {e}")))?;
+    // Native tracing may start right after this returns: the writer thread's own start-up
+    // allocations must be over by then, or they would be recorded as a stackless native
+    // block of the program's. An error means the thread already ended (it is joined, and
+    // its failure reported, at stop). The thread never needs the GIL to get here.
+    let _ = ready_rx.recv();
     CAPTURE_PID.store(std::process::id(), Ordering::Release);
     *FLUSHER.lock().unwrap_or_else(|e| e.into_inner()) = Some(Flusher {
         handle,

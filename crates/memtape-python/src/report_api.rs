@@ -145,6 +145,7 @@ fn run_info(path: &Path, metadata: &str, summary: &ReadSummary) -> (RunInfo, usi
         tool_version: text(&meta, "tool_version"),
         start_time_ns: meta.get("start_time_ns").and_then(|p| p.as_u64()),
         exit: text(&trailer, "exit"),
+        exit_code: trailer.get("exit_code").and_then(serde_json::Value::as_i64),
         cut_short: !summary.complete,
     };
     let nframe = meta.get("nframe").and_then(|n| n.as_u64()).unwrap_or(0) as usize;

@@ -53,6 +53,7 @@ fn run(w: &mut JsonWriter, run: &RunInfo) {
         .opt_string("tool_version", run.tool_version.as_deref())
         .opt_uint("start_time_ns", run.start_time_ns)
         .opt_string("exit", run.exit.as_deref())
+        .opt_int("exit_code", run.exit_code)
         .key("cut_short")
         .bool(run.cut_short);
     w.end_object();
@@ -199,7 +200,7 @@ mod tests {
             concat!(
                 r#"{"run":{"source":null,"argv":["a\"b.py"],"command":null,"python":null,"#,
                 r#""platform":null,"pid":42,"tool_version":null,"start_time_ns":null,"#,
-                r#""exit":null,"cut_short":false},"duration_ns":0,"events":1,"#,
+                r#""exit":null,"exit_code":null,"cut_short":false},"duration_ns":0,"events":1,"#,
                 r#""totals":{"allocs":0,"frees":0,"bytes_allocated":0,"bytes_freed":0,"#,
                 r#""unknown_frees":0,"replaced":0,"untracked":0},"#,
                 r#""peak":{"bytes":10,"blocks":1,"time_ns":5,"event_index":0},"#,

@@ -196,3 +196,17 @@ def test_quiet_form(tmp_path: Path) -> None:
     assert result.returncode == 0, describe(result)
     assert "2 tests recorded; highest peak 8." in result.stdout, describe(result)
     assert "test_generated.py::test_no_marker_big" in result.stdout
+
+
+def test_under_xdist(tmp_path: Path) -> None:
+    """Two workers: the markers fail there, and the controller's report has every test,
+    the suite-wide highest peak and each worker's."""
+    result = pytest_run(tmp_path, TESTS, "-n", "2", "-rA", "--memtape")
+    assert result.returncode == 1, describe(result)
+    out = result.stdout
+    assert "FAILED test_generated.py::test_over_limit" in out, describe(result)
+    assert "FAILED test_generated.py::TestCaseStyle::test_unittest_over" in out
+    assert "PASSED test_generated.py::test_under_limit" in out
+    assert "6 tests recorded; highest peak 8." in out and "in test_generated.py::test_no_ma" in out
+    workers = next(line for line in out.splitlines() if line.startswith("highest peak per worker"))
+    assert "gw0 " in workers and "gw1 " in workers, workers

@@ -29,7 +29,7 @@ from memtape.pytest_plugin.checks import (
     memory_limit,
 )
 from memtape.pytest_plugin.measure import PhaseMemory, Recording
-from memtape.pytest_plugin.report import TestMemory, write_report
+from memtape.pytest_plugin.report import TestMemory, payload, write_report
 from memtape.pytest_plugin.sizes import parse_size
 
 __all__ = ["pytest_addoption", "pytest_configure"]
@@ -101,6 +101,7 @@ class MemtapePlugin:
         self.dir = os.path.abspath(bin_path) if bin_path else tempfile.mkdtemp(prefix="memtape-")
         os.makedirs(self.dir, exist_ok=True)
         self.tests: dict[str, _Phases] = {}
+        self.reported: list[TestMemory] = []
         self.broken: str | None = None
 
     def _records(self, item: pytest.Item) -> bool:
@@ -174,17 +175,29 @@ class MemtapePlugin:
         if failures:
             pytest.fail("\n".join(failures), pytrace=False)
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        phases = self.tests.get(item.nodeid)
+        if call.when == "call" and phases is not None and phases.body is not None:
+            report.memtape = payload(phases.body, phases.setup)  # type: ignore[attr-defined]
+            del self.tests[item.nodeid]
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Collects the numbers, here or from pytest-xdist's workers."""
+        data = getattr(report, "memtape", None)
+        if report.when == "call" and isinstance(data, dict):
+            self.reported.append(TestMemory(report.nodeid, data))
+
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.report:
             return
-        tests = [
-            TestMemory(nodeid, phases.setup, phases.body)
-            for nodeid, phases in self.tests.items()
-            if phases.body is not None
-        ]
         write_report(
             terminalreporter,
-            tests,
+            self.reported,
             int(self.config.getoption("memtape_most_allocations")),
             self.config.get_verbosity(),
             self.dir if self.keep else None,

@@ -51,12 +51,13 @@ class TestCaseStyle(unittest.TestCase):
 """
 
 
-def pytest_run(tmp_path: Path, source: str, *args: str) -> subprocess.CompletedProcess[str]:
+def pytest_run(
+    tmp_path: Path, source: str, *args: str, cache: bool = False, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     (tmp_path / "test_generated.py").write_text(textwrap.dedent(source), encoding="utf-8")
-    env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_ADDOPTS": ""}
-    return python(
-        "-m", "pytest", "-p", "no:cacheprovider", "test_generated.py", *args, cwd=tmp_path, env=env
-    )
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_ADDOPTS": "", **(env or {})}
+    no_cache = () if cache else ("-p", "no:cacheprovider")
+    return python("-m", "pytest", *no_cache, "test_generated.py", *args, cwd=tmp_path, env=env)
 
 
 def outcome(result: subprocess.CompletedProcess[str], test: str) -> str:
@@ -210,3 +211,40 @@ def test_under_xdist(tmp_path: Path) -> None:
     assert "6 tests recorded; highest peak 8." in out and "in test_generated.py::test_no_ma" in out
     workers = next(line for line in out.splitlines() if line.startswith("highest peak per worker"))
     assert "gw0 " in workers and "gw1 " in workers, workers
+
+
+GROWS = """
+import os
+
+def test_grows():
+    data = bytearray(int(os.environ["SIZE_MB"]) * 2**20)
+"""
+
+
+def test_fail_on_increase_with_a_tolerance(tmp_path: Path) -> None:
+    """The last passing run is the baseline; a rise within 10% + 1 MiB passes, a larger
+    one fails (and leaves the baseline), and a run back at the baseline passes."""
+    runs = []
+    for size_mb in ("4", "5", "8", "4"):
+        runs.append(
+            pytest_run(
+                tmp_path,
+                GROWS,
+                "--memtape-fail-on-increase",
+                "-rA",
+                cache=True,
+                env={"SIZE_MB": size_mb},
+            )
+        )
+    assert [r.returncode for r in runs] == [0, 0, 1, 0], describe(runs[2])
+    assert "Test's peak rose from 5.0 MiB (last passing run) to 8.0 MiB" in runs[2].stdout
+    strict = pytest_run(
+        tmp_path,
+        GROWS,
+        "--memtape-fail-on-increase",
+        "--memtape-increase-tolerance",
+        "0%",
+        cache=True,
+        env={"SIZE_MB": "5"},
+    )
+    assert strict.returncode == 1, describe(strict)

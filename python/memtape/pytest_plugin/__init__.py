@@ -29,6 +29,7 @@ from memtape.pytest_plugin.checks import (
     memory_limit,
 )
 from memtape.pytest_plugin.measure import PhaseMemory, Recording
+from memtape.pytest_plugin.regression import DEFAULT_TOLERANCE, PeakBaseline, Tolerance
 from memtape.pytest_plugin.report import TestMemory, payload, write_report
 from memtape.pytest_plugin.sizes import parse_size
 
@@ -69,6 +70,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="keep each test's captures in DIR (every memtape report reads them)",
     )
+    group.addoption(
+        "--memtape-fail-on-increase",
+        action="store_true",
+        help="fail a test whose peak rose above its last passing run's by more than the tolerance",
+    )
+    group.addoption(
+        "--memtape-increase-tolerance",
+        default=DEFAULT_TOLERANCE,
+        metavar="TOL",
+        help=f"how far a peak may rise: '10%%', '2 MB' or both (default '{DEFAULT_TOLERANCE}')",
+    )
     parser.addini("memtape_limit_memory", "a limit_memory for every test without its own")
 
 
@@ -100,6 +112,15 @@ class MemtapePlugin:
         self.keep = bin_path is not None
         self.dir = os.path.abspath(bin_path) if bin_path else tempfile.mkdtemp(prefix="memtape-")
         os.makedirs(self.dir, exist_ok=True)
+        self.baseline: PeakBaseline | None = None
+        if config.getoption("memtape_fail_on_increase"):
+            if config.cache is None:
+                raise pytest.UsageError("--memtape-fail-on-increase needs pytest's cache plugin")
+            try:
+                tolerance = Tolerance.parse(config.getoption("memtape_increase_tolerance"))
+            except ValueError as exc:
+                raise pytest.UsageError(f"--memtape-increase-tolerance: {exc}") from None
+            self.baseline = PeakBaseline(config.cache, tolerance)
         self.tests: dict[str, _Phases] = {}
         self.reported: list[TestMemory] = []
         self.broken: str | None = None
@@ -110,6 +131,7 @@ class MemtapePlugin:
         return (
             self.report
             or self.keep
+            or self.baseline is not None
             or self.default_limit is not None
             or item.get_closest_marker("limit_memory") is not None
             or item.get_closest_marker("limit_leaks") is not None
@@ -158,17 +180,18 @@ class MemtapePlugin:
         finally:
             body = self._stop(recording)
             self.tests.setdefault(item.nodeid, _Phases()).body = body
-        self._check(memory, leaks, body)
+        self._check(memory, leaks, body, _file_name(item.nodeid))
         return result
 
     def _check(
-        self, memory: MemoryLimit | None, leaks: LeakLimit | None, body: PhaseMemory
+        self, memory: MemoryLimit | None, leaks: LeakLimit | None, body: PhaseMemory, key: str
     ) -> None:
         failures = [
             message
             for message in (
                 check_memory(memory, body, self.frames) if memory else None,
                 check_leaks(leaks, body, self.frames) if leaks else None,
+                self.baseline.check(key, body.peak) if self.baseline else None,
             )
             if message
         ]

@@ -146,6 +146,7 @@ fn run_info(path: &Path, metadata: &str, summary: &ReadSummary) -> (RunInfo, usi
         tool_version: text(&meta, "tool_version"),
         start_time_ns: meta.get("start_time_ns").and_then(|p| p.as_u64()),
         exit: text(&trailer, "exit"),
+        exit_code: trailer.get("exit_code").and_then(serde_json::Value::as_i64),
         cut_short: !summary.complete,
         max_rss_bytes: trailer.get("max_rss_bytes").and_then(|v| v.as_u64()),
         native_unknown_frees: trailer

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -18,6 +19,7 @@ from types import TracebackType
 from memtape import __version__, _native
 from memtape._program import Program, prepare, program_launcher_files, run, split_program
 from memtape.cli.capture_file import refuse_overwrite
+from memtape.cli.run_end import CaptureEnd, ExitHooks
 
 USAGE = (
     "usage: memtape run [-o FILE] [--nframe N] [--min-size BYTES] [--no-native-heap]\n"
@@ -135,12 +137,6 @@ def _strip_our_frames(tb: TracebackType | None) -> TracebackType | None:
     return None
 
 
-def _summary(path: str, events: int, size: int) -> None:
-    from memtape.cli.summary import print_run_summary
-
-    print_run_summary(path, events, size)
-
-
 def _join_non_daemon_threads() -> None:
     """Waits for the program's non-daemon threads, as python does before exiting, so
     that what they allocate is recorded."""
@@ -148,6 +144,13 @@ def _join_non_daemon_threads() -> None:
     for thread in threading.enumerate():
         if thread is not current and not thread.daemon and thread.is_alive():
             thread.join()
+
+
+def _run_atexit_handlers() -> None:
+    """Runs the program's atexit handlers while the capture records, in python's order
+    (after the non-daemon threads). An exception in one is reported and ignored, as
+    python does; a handler calling ``os._exit`` ends the capture through the wrapper."""
+    atexit._run_exitfuncs()
 
 
 def _die_by_sigint() -> None:
@@ -188,6 +191,9 @@ def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
         print(f"memtape run: {exc}", file=sys.stderr)
         return 2
     pid = os.getpid()
+    end = CaptureEnd(shown, path, opts.quiet)
+    hooks = ExitHooks(end)
+    hooks.install()
     exit_kind, code = "normal", 0
     failure: BaseException | None = None
     # The program's globals stay alive until the capture ends, as in `python`, so that
@@ -213,14 +219,10 @@ def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
         )
     if not isinstance(failure, KeyboardInterrupt):
         _join_non_daemon_threads()
-    try:
-        events, size = _native._stop_capture(exit_kind, code)
-    except OSError as exc:  # disk full, file removed: the program's outcome stands
-        print(f"memtape run: {exc}", file=sys.stderr)
-        events, size = 0, 0
+    _run_atexit_handlers()
+    end.finish(exit_kind, code)
+    hooks.remove()
     globals_kept.clear()
-    if not opts.quiet:
-        _summary(shown if os.path.exists(shown) else path, events, size)
     with contextlib.suppress(OSError, ValueError):  # the program may have closed stdout
         sys.stdout.flush()
     if isinstance(failure, KeyboardInterrupt):

@@ -182,6 +182,9 @@ fn metadata(out: &mut String, run: &RunInfo, r: &ReplayResult) {
     if let Some(e) = &run.exit {
         rows.push(("exit", "Exit", e.clone()));
     }
+    if let Some(code) = run.exit_code {
+        rows.push(("exit-code", "Exit status", code.to_string()));
+    }
     if r.dropped > 0 {
         rows.push(("dropped", "Dropped events", grouped(r.dropped)));
     }

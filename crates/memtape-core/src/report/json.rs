@@ -109,6 +109,15 @@ impl JsonWriter {
         }
     }
 
+    /// `key: value` for a signed number that may be missing (null).
+    pub(crate) fn opt_int(&mut self, key: &str, value: Option<i64>) -> &mut Self {
+        self.key(key);
+        match value {
+            Some(v) => self.int(v),
+            None => self.null(),
+        }
+    }
+
     pub(crate) fn finish(self) -> String {
         self.out
     }

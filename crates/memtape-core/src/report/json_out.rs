@@ -54,6 +54,7 @@ fn run(w: &mut JsonWriter, run: &RunInfo) {
         .opt_string("tool_version", run.tool_version.as_deref())
         .opt_uint("start_time_ns", run.start_time_ns)
         .opt_string("exit", run.exit.as_deref())
+        .opt_int("exit_code", run.exit_code)
         .key("cut_short")
         .bool(run.cut_short)
         .opt_uint("max_rss_bytes", run.max_rss_bytes)
@@ -213,7 +214,7 @@ mod tests {
             concat!(
                 r#"{"run":{"source":null,"argv":["a\"b.py"],"command":null,"python":null,"#,
                 r#""platform":null,"pid":42,"tool_version":null,"start_time_ns":null,"#,
-                r#""exit":null,"cut_short":false,"max_rss_bytes":null,"#,
+                r#""exit":null,"exit_code":null,"cut_short":false,"max_rss_bytes":null,"#,
                 r#""native_unknown_frees":null},"duration_ns":0,"events":1,"#,
                 r#""totals":{"allocs":0,"frees":0,"bytes_allocated":0,"bytes_freed":0,"#,
                 r#""unknown_frees":0,"replaced":0,"untracked":0},"#,

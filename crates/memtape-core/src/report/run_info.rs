@@ -19,8 +19,12 @@ pub struct RunInfo {
     pub tool_version: Option<String>,
     /// Start of the recording, Unix epoch ns.
     pub start_time_ns: Option<u64>,
-    /// How the program ended: "normal", "exception", "signal" (from the trailer).
+    /// How the program ended: "normal", "exception", "signal", "os._exit" (from the
+    /// trailer).
     pub exit: Option<String>,
+    /// The program's exit status as a shell sees it (128 + N after signal N; from the
+    /// trailer).
+    pub exit_code: Option<i64>,
     /// The capture has no trailer: the program was killed or the disk filled up, and the
     /// report covers everything up to the last complete block.
     pub cut_short: bool,

@@ -157,7 +157,14 @@ pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
     if run.cut_short {
         duration.push_str(" (cut short: the recording did not end cleanly)");
     } else if let Some(exit) = &run.exit {
-        let _ = write!(duration, " (exit: {exit})");
+        match run.exit_code {
+            Some(code) => {
+                let _ = write!(duration, " (exit: {exit}, status {code})");
+            }
+            None => {
+                let _ = write!(duration, " (exit: {exit})");
+            }
+        }
     }
     rows.push(("Duration", duration));
     for (_, v) in &mut rows {

@@ -1,0 +1,242 @@
+"""memtape's pytest plugin (registered through the ``pytest11`` entry point).
+
+Each test phase is recorded into a capture of its own, with memtape's recorder: the
+fixtures' setup apart from the body (``pytest_runtest_call``, which also runs
+``unittest.TestCase`` tests). ``--memtape`` reports the tests with the highest peak;
+the ``limit_memory`` and ``limit_leaks`` markers, and a default limit for every test,
+fail the tests that go over, naming the sites responsible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import warnings
+from collections.abc import Generator
+from dataclasses import dataclass
+
+import pytest
+
+from memtape.pytest_plugin.checks import (
+    LeakLimit,
+    MemoryLimit,
+    check_leaks,
+    check_memory,
+    leak_limit,
+    memory_limit,
+)
+from memtape.pytest_plugin.measure import PhaseMemory, Recording
+from memtape.pytest_plugin.regression import DEFAULT_TOLERANCE, PeakBaseline, Tolerance
+from memtape.pytest_plugin.report import TestMemory, payload, write_report
+from memtape.pytest_plugin.sizes import parse_size
+
+__all__ = ["pytest_addoption", "pytest_configure"]
+
+MARKERS = (
+    "limit_memory(limit): fail the test when the peak memory of its body exceeds limit "
+    "('24 MB'; memtape).",
+    "limit_leaks(limit, *, filter_fn=None, warmups=0, repeat=1): fail the test when a stack "
+    "keeps more than limit per run of the body, after warmups unmeasured runs (memtape).",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("memtape", "memory of each test, recorded by memtape")
+    group.addoption("--memtape", action="store_true", help="record every test; report the top")
+    group.addoption(
+        "--memtape-most-allocations",
+        type=int,
+        default=5,
+        metavar="N",
+        help="tests listed in the report, highest peak first (0: all; default 5)",
+    )
+    group.addoption(
+        "--memtape-limit-memory",
+        metavar="SIZE",
+        help="a limit_memory for every test without its own (ini: memtape_limit_memory)",
+    )
+    group.addoption(
+        "--memtape-stacks",
+        type=int,
+        default=8,
+        metavar="N",
+        help="frames shown per allocation site in failures (default 8)",
+    )
+    group.addoption(
+        "--memtape-bin-path",
+        metavar="DIR",
+        help="keep each test's captures in DIR (every memtape report reads them)",
+    )
+    group.addoption(
+        "--memtape-fail-on-increase",
+        action="store_true",
+        help="fail a test whose peak rose above its last passing run's by more than the tolerance",
+    )
+    group.addoption(
+        "--memtape-increase-tolerance",
+        default=DEFAULT_TOLERANCE,
+        metavar="TOL",
+        help=f"how far a peak may rise: '10%%', '2 MB' or both (default '{DEFAULT_TOLERANCE}')",
+    )
+    parser.addini("memtape_limit_memory", "a limit_memory for every test without its own")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+    config.pluginmanager.register(MemtapePlugin(config), "memtape-plugin")
+
+
+@dataclass
+class _Phases:
+    setup: PhaseMemory | None = None
+    body: PhaseMemory | None = None
+
+
+class MemtapePlugin:
+    """Records the tests that need it and checks their limits."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.report = bool(config.getoption("memtape"))
+        default = config.getoption("memtape_limit_memory") or config.getini("memtape_limit_memory")
+        try:
+            self.default_limit = parse_size(default) if default else None
+        except ValueError as exc:
+            raise pytest.UsageError(f"--memtape-limit-memory: {exc}") from None
+        self.frames = max(1, int(config.getoption("memtape_stacks")))
+        bin_path = config.getoption("memtape_bin_path")
+        self.keep = bin_path is not None
+        self.dir = os.path.abspath(bin_path) if bin_path else tempfile.mkdtemp(prefix="memtape-")
+        os.makedirs(self.dir, exist_ok=True)
+        self.baseline: PeakBaseline | None = None
+        if config.getoption("memtape_fail_on_increase"):
+            if config.cache is None:
+                raise pytest.UsageError("--memtape-fail-on-increase needs pytest's cache plugin")
+            try:
+                tolerance = Tolerance.parse(config.getoption("memtape_increase_tolerance"))
+            except ValueError as exc:
+                raise pytest.UsageError(f"--memtape-increase-tolerance: {exc}") from None
+            self.baseline = PeakBaseline(config.cache, tolerance)
+        self.tests: dict[str, _Phases] = {}
+        self.reported: list[TestMemory] = []
+        self.broken: str | None = None
+
+    def _records(self, item: pytest.Item) -> bool:
+        if self.broken is not None:
+            return False
+        return (
+            self.report
+            or self.keep
+            or self.baseline is not None
+            or self.default_limit is not None
+            or item.get_closest_marker("limit_memory") is not None
+            or item.get_closest_marker("limit_leaks") is not None
+        )
+
+    def _start(self, item: pytest.Item, phase: str) -> Recording | None:
+        path = os.path.join(self.dir, f"{_file_name(item.nodeid)}.{phase}.mtape")
+        try:
+            return Recording(path, item.nodeid, phase)
+        except (RuntimeError, OSError) as exc:
+            self.broken = str(exc)
+            warnings.warn(f"memtape cannot record the tests: {exc}", stacklevel=1)
+            return None
+
+    def _stop(self, recording: Recording) -> PhaseMemory:
+        return recording.stop(sites=10, keep=self.keep)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
+        recording = self._start(item, "setup") if self._records(item) else None
+        if recording is None:
+            return (yield)
+        try:
+            return (yield)
+        finally:
+            self.tests.setdefault(item.nodeid, _Phases()).setup = self._stop(recording)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        if not self._records(item):
+            return (yield)
+        leaks = leak_limit(item)
+        try:
+            memory = memory_limit(item, self.default_limit)
+        except ValueError as exc:
+            raise pytest.UsageError(f"{item.nodeid}: limit_memory: {exc}") from None
+        for _ in range(leaks.warmups if leaks else 0):
+            item.runtest()
+        recording = self._start(item, "call")
+        if recording is None:
+            return (yield)
+        try:
+            result = yield
+            for _ in range((leaks.repeat if leaks else 1) - 1):
+                item.runtest()
+        finally:
+            body = self._stop(recording)
+            self.tests.setdefault(item.nodeid, _Phases()).body = body
+        self._check(memory, leaks, body, _file_name(item.nodeid))
+        return result
+
+    def _check(
+        self, memory: MemoryLimit | None, leaks: LeakLimit | None, body: PhaseMemory, key: str
+    ) -> None:
+        failures = [
+            message
+            for message in (
+                check_memory(memory, body, self.frames) if memory else None,
+                check_leaks(leaks, body, self.frames) if leaks else None,
+                self.baseline.check(key, body.peak) if self.baseline else None,
+            )
+            if message
+        ]
+        if failures:
+            pytest.fail("\n".join(failures), pytrace=False)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        phases = self.tests.get(item.nodeid)
+        if call.when == "call" and phases is not None and phases.body is not None:
+            report.memtape = payload(phases.body, phases.setup)  # type: ignore[attr-defined]
+            del self.tests[item.nodeid]
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Collects the numbers, here or from pytest-xdist's workers."""
+        data = getattr(report, "memtape", None)
+        if report.when == "call" and isinstance(data, dict):
+            self.reported.append(TestMemory(report.nodeid, data))
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.report:
+            return
+        write_report(
+            terminalreporter,
+            self.reported,
+            int(self.config.getoption("memtape_most_allocations")),
+            self.config.get_verbosity(),
+            self.dir if self.keep else None,
+        )
+        if self.broken is not None:
+            terminalreporter.write_line(f"memtape could not record the tests: {self.broken}")
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _file_name(nodeid: str) -> str:
+    """A file name for a test id (``tests/t.py::test_a[x]`` → ``tests-t.py--test_a-x-``);
+    long ids end in a hash instead, to stay within file name limits."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", nodeid)
+    if len(name) > 150:
+        name = name[:100] + "-" + hashlib.sha256(nodeid.encode()).hexdigest()[:16]
+    return name

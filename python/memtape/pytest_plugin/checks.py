@@ -1,0 +1,143 @@
+"""The ``limit_memory`` and ``limit_leaks`` markers: what they ask, and the failure
+messages naming the sites responsible."""
+
+from __future__ import annotations
+
+import os
+import unittest
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import _pytest
+import pluggy
+import pytest
+
+from memtape.pytest_plugin.measure import PhaseMemory, Site
+from memtape.pytest_plugin.sizes import format_size, parse_size
+
+# Frames of these packages run the test (pytest, pluggy, unittest): a site's stack is
+# shown from its innermost frame down to the first of them.
+_MACHINERY = tuple(
+    os.path.dirname(m.__file__) + os.sep
+    for m in (_pytest, pluggy, unittest)
+    if m.__file__ is not None
+)
+
+
+class StackFrame(NamedTuple):
+    """One frame of a leaking stack, as ``filter_fn`` sees it."""
+
+    function: str
+    filename: str
+    lineno: int
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A leaking stack, as ``filter_fn`` sees it: ``frames`` newest first."""
+
+    frames: tuple[StackFrame, ...]
+    bytes: int
+    count: int
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    """``limit_memory(limit)``: the body's peak must stay at or under ``limit``."""
+
+    limit: int
+
+
+@dataclass(frozen=True)
+class LeakLimit:
+    """``limit_leaks(limit, filter_fn=None, warmups=0, repeat=1)``: no stack may keep more
+    than ``limit`` per run of the body, after ``warmups`` unmeasured runs, averaged over
+    ``repeat`` measured runs."""
+
+    limit: int
+    filter_fn: Callable[[Stack], bool] | None
+    warmups: int
+    repeat: int
+
+
+def memory_limit(item: pytest.Item, default: int | None) -> MemoryLimit | None:
+    mark = item.get_closest_marker("limit_memory")
+    if mark is None:
+        return None if default is None else MemoryLimit(default)
+    (limit,) = mark.args
+    return MemoryLimit(parse_size(limit))
+
+
+def leak_limit(item: pytest.Item) -> LeakLimit | None:
+    mark = item.get_closest_marker("limit_leaks")
+    if mark is None:
+        return None
+    (limit,) = mark.args
+    warmups = int(mark.kwargs.get("warmups", 0))
+    repeat = int(mark.kwargs.get("repeat", 1))
+    if warmups < 0 or repeat < 1:
+        raise pytest.UsageError(f"{item.nodeid}: limit_leaks needs warmups >= 0 and repeat >= 1")
+    return LeakLimit(parse_size(limit), mark.kwargs.get("filter_fn"), warmups, repeat)
+
+
+def stack_lines(site: Site, frames: int) -> list[str]:
+    """The site's stack, innermost first, down to the test runner's frames."""
+    own = 0
+    while own < len(site.frames) and not site.frames[own][0].startswith(_MACHINERY):
+        own += 1
+    shown = site.frames[: max(1, min(own, frames))]
+    lines = [f"        {function} at {filename}:{line}" for filename, function, line in shown]
+    if len(site.frames) > len(shown):
+        lines.append(f"        ... {len(site.frames) - len(shown)} more frame(s)")
+    return lines
+
+
+def _notable(sites: tuple[Site, ...], total: int) -> list[Site]:
+    """The top sites, without those under 1% of ``total`` (the runner's own small
+    objects)."""
+    return [s for s in sites if s.bytes * 100 >= total][:5]
+
+
+def check_memory(limit: MemoryLimit, body: PhaseMemory, frames: int) -> str | None:
+    """The failure message, or None when the peak is within the limit."""
+    if body.peak <= limit.limit:
+        return None
+    lines = [
+        f"Test was limited to {format_size(limit.limit)} but its peak was "
+        f"{format_size(body.peak)}; the top allocation sites at the peak:"
+    ]
+    for site in _notable(body.peak_sites, body.peak):
+        lines.append(f"    - {format_size(site.bytes)} in {site.count} block(s) allocated here:")
+        lines.extend(stack_lines(site, frames))
+    return "\n".join(lines)
+
+
+def check_leaks(limit: LeakLimit, body: PhaseMemory, frames: int) -> str | None:
+    """The failure message, or None when no stack leaked more than the limit per run."""
+    offenders: list[Stack] = []
+    for site in body.leak_sites:
+        per_run = site.bytes // limit.repeat
+        if per_run <= limit.limit:
+            continue
+        stack = Stack(
+            tuple(StackFrame(fn, file, line) for file, fn, line in site.frames), per_run, site.count
+        )
+        if limit.filter_fn is None or limit.filter_fn(stack):
+            offenders.append(stack)
+    if not offenders:
+        return None
+    runs = f" per run (over {limit.repeat} runs)" if limit.repeat > 1 else ""
+    lines = [
+        f"Test was allowed to leak {format_size(limit.limit)} per stack{runs}, "
+        f"but {len(offenders)} stack(s) leaked more:"
+    ]
+    for stack in offenders[:5]:
+        lines.append(f"    - {format_size(stack.bytes)}{runs} leaked from here:")
+        site = Site(
+            tuple((f.filename, f.function, f.lineno) for f in stack.frames),
+            stack.bytes,
+            stack.count,
+        )
+        lines.extend(stack_lines(site, frames))
+    return "\n".join(lines)

@@ -1,0 +1,67 @@
+"""One test phase recorded into its own capture: its peak, what it allocated, and the
+sites holding memory at the peak and at the end (what it leaked)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from memtape import __version__, _native
+
+Frames = tuple[tuple[str, str, int], ...]  # (filename, function, line), innermost first
+
+
+@dataclass(frozen=True)
+class Site:
+    """Memory allocated from one stack (innermost frame first)."""
+
+    frames: Frames
+    bytes: int
+    count: int
+
+
+@dataclass(frozen=True)
+class PhaseMemory:
+    """What one phase (setup or the body) allocated."""
+
+    peak: int
+    allocated: int
+    allocations: int
+    leaked: int
+    peak_sites: tuple[Site, ...]
+    leak_sites: tuple[Site, ...]
+
+
+class Recording:
+    """A capture of one phase, into ``path``; ``stop`` reads it back."""
+
+    def __init__(self, path: str, nodeid: str, phase: str) -> None:
+        self.path = path
+        meta = {"tool": "memtape", "tool_version": __version__, "pid": os.getpid()}
+        meta |= {"argv": [nodeid], "command": f"pytest {phase}", "nframe": 64}
+        _native._start_capture(path, json.dumps(meta), 0)
+
+    def stop(self, sites: int, keep: bool) -> PhaseMemory:
+        _native._stop_capture("normal", 0)
+        try:
+            capture = _native.analyze_capture(self.path)
+            summary = json.loads(capture.summary_json(0))
+            return PhaseMemory(
+                peak=capture.peak[0],
+                allocated=summary["totals"]["bytes_allocated"],
+                allocations=summary["totals"]["allocs"],
+                leaked=capture.end_bytes,
+                peak_sites=_sites(capture, "peak", sites),
+                leak_sites=_sites(capture, "end", 1_000_000),
+            )
+        finally:
+            if not keep:
+                os.unlink(self.path)
+
+
+def _sites(capture: _native.Capture, at: str, limit: int) -> tuple[Site, ...]:
+    return tuple(
+        Site(tuple(frames), size, count)
+        for frames, size, count in capture.sites("traceback", at, limit, None)
+    )

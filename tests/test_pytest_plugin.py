@@ -1,0 +1,250 @@
+"""memtape's pytest plugin, run for real: pytest in a child process on generated test
+files, with the plugin loaded through its ``pytest11`` entry point (issue 9, item 1)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+from child_python import describe
+from memtape_cli import memtape, python, read_json
+
+MIB = 2**20
+
+TESTS = """
+import unittest
+import pytest
+
+held = []
+
+def allocate(n):  # @alloc
+    return [bytearray(1024) for _ in range(n // 1024)]
+
+@pytest.fixture
+def big_fixture():
+    return allocate(6 * 2**20)
+
+def test_small():
+    allocate(64 * 1024)
+
+@pytest.mark.limit_memory("4 MB")
+def test_under_limit():
+    allocate(2 * 2**20)
+
+@pytest.mark.limit_memory("1 MB")
+def test_over_limit():
+    allocate(3 * 2**20)
+
+@pytest.mark.limit_memory("1 MB")
+def test_fixture_memory_is_apart(big_fixture):
+    allocate(100 * 1024)
+
+def test_no_marker_big():
+    allocate(8 * 2**20)
+
+class TestCaseStyle(unittest.TestCase):
+    @pytest.mark.limit_memory("1 MB")
+    def test_unittest_over(self):
+        allocate(3 * 2**20)
+"""
+
+
+def pytest_run(
+    tmp_path: Path, source: str, *args: str, cache: bool = False, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "test_generated.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_ADDOPTS": "", **(env or {})}
+    no_cache = () if cache else ("-p", "no:cacheprovider")
+    return python("-m", "pytest", *no_cache, "test_generated.py", *args, cwd=tmp_path, env=env)
+
+
+def outcome(result: subprocess.CompletedProcess[str], test: str) -> str:
+    for line in result.stdout.splitlines():
+        if f"::{test} " in line and line.split()[-1] in ("PASSED", "FAILED", "ERROR"):
+            return line.split()[-1]
+        if f"::{test} " in line:
+            for word in ("PASSED", "FAILED", "ERROR"):
+                if word in line:
+                    return word
+    raise AssertionError(f"no outcome for {test}\n{describe(result)}")
+
+
+def test_markers_pass_and_fail_and_the_report(tmp_path: Path) -> None:
+    result = pytest_run(
+        tmp_path, TESTS, "-v", "-rA", "--memtape", "--memtape-most-allocations", "3"
+    )
+    assert result.returncode == 1, describe(result)
+    assert outcome(result, "test_small") == "PASSED"
+    assert outcome(result, "test_under_limit") == "PASSED"
+    assert outcome(result, "test_over_limit") == "FAILED"
+    assert outcome(result, "test_fixture_memory_is_apart") == "PASSED"
+    assert outcome(result, "test_no_marker_big") == "PASSED"
+    assert outcome(result, "test_unittest_over") == "FAILED"
+    out = result.stdout
+    # The failure names the peak and the site with its stack.
+    assert "Test was limited to 1.0 MiB but its peak was 3." in out, out
+    assert "allocate at " in out and "test_generated.py:8" in out, out
+    failures = out[out.index("= FAILURES =") : out.index("memtape report")]
+    assert "pluggy" not in failures and "_pytest" not in failures, failures
+    assert "test_over_limit at " in out, out
+    # The report: the three highest peaks, the fixture's memory apart from the body's.
+    report = out[out.index("memtape report") :]
+    assert "3 of 6 tests, highest peak first" in report, report
+    lines = [line for line in report.splitlines() if line.startswith("  test_generated.py::")]
+    assert len(lines) == 3, report
+    assert lines[0].startswith("  test_generated.py::test_no_marker_big: peak 8."), report
+    assert {line.split(":")[2] for line in lines[1:]} == {"test_over_limit", "TestCaseStyle"}
+    assert not any("test_fixture" in line for line in lines)  # a small body: not in the top 3
+
+
+def test_fixture_setup_reported_apart(tmp_path: Path) -> None:
+    result = pytest_run(
+        tmp_path, TESTS, "--memtape", "--memtape-most-allocations", "0", "-k", "fixture"
+    )
+    assert result.returncode == 0, describe(result)
+    line = next(x for x in result.stdout.splitlines() if "test_fixture_memory_is_apart:" in x)
+    body_peak = float(line.split("peak ")[1].split()[0])
+    assert "KiB" in line.split("peak ")[1].split(",")[0], line
+    assert body_peak < 200, line
+    assert "setup peak 6." in line, line
+
+
+def test_default_limit_from_the_command_line_and_ini(tmp_path: Path) -> None:
+    result = pytest_run(tmp_path, TESTS, "--memtape-limit-memory", "5 MB", "-v")
+    assert outcome(result, "test_no_marker_big") == "FAILED", describe(result)
+    assert outcome(result, "test_small") == "PASSED"
+    assert outcome(result, "test_under_limit") == "PASSED"  # its own marker wins
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmemtape_limit_memory = 5 MB\n")
+    result = pytest_run(tmp_path, TESTS, "-v")
+    assert outcome(result, "test_no_marker_big") == "FAILED", describe(result)
+    assert outcome(result, "test_small") == "PASSED"
+
+
+LEAKS = """
+import pytest
+
+leaked = []
+cache = {}
+
+def warm_cache():
+    if "k" not in cache:
+        cache["k"] = bytearray(4 * 2**20)
+
+@pytest.mark.limit_leaks("1 MB")
+def test_leaks():
+    leaked.append(bytearray(2 * 2**20))  # @leak
+
+@pytest.mark.limit_leaks("1 MB")
+def test_frees():
+    x = bytearray(2 * 2**20)
+    del x
+
+@pytest.mark.limit_leaks("1 MB")
+def test_cache_without_warmup():
+    warm_cache()
+
+@pytest.mark.limit_leaks("1 MB", warmups=1, repeat=3)
+def test_cache_after_warmup():
+    warm_cache()
+
+def not_mine(stack):
+    return "test_filtered" not in [f.function for f in stack.frames]
+
+@pytest.mark.limit_leaks("1 MB", filter_fn=not_mine)
+def test_filtered():
+    leaked.append(bytearray(2 * 2**20))
+
+runs = []
+
+@pytest.mark.limit_leaks("1 MB", warmups=2, repeat=3)
+def test_counts_runs():
+    runs.append(1)
+
+def test_run_count():
+    assert len(runs) == 5
+"""
+
+
+def test_limit_leaks(tmp_path: Path) -> None:
+    result = pytest_run(tmp_path, LEAKS, "-v")
+    assert outcome(result, "test_leaks") == "FAILED", describe(result)
+    assert outcome(result, "test_frees") == "PASSED"
+    assert outcome(result, "test_cache_without_warmup") == "FAILED"
+    assert outcome(result, "test_cache_after_warmup") == "PASSED"
+    assert outcome(result, "test_filtered") == "PASSED"
+    assert outcome(result, "test_run_count") == "PASSED"
+    assert "Test was allowed to leak 1.0 MiB per stack, but 1 stack(s) leaked more" in result.stdout
+    assert "2.0 MiB leaked from here" in result.stdout
+    assert "test_leaks at " in result.stdout
+
+
+def test_bin_path_keeps_captures_that_memtape_reads(tmp_path: Path) -> None:
+    bins = tmp_path / "bins"
+    result = pytest_run(tmp_path, TESTS, "--memtape-bin-path", str(bins), "-k", "no_marker_big")
+    assert result.returncode == 0, describe(result)
+    body = bins / "test_generated.py--test_no_marker_big.call.mtape"
+    assert body.is_file(), sorted(os.listdir(bins))
+    stats = read_json("stats", body)
+    assert 8 * MIB <= stats["peak"]["bytes"] < 9 * MIB, stats["peak"]
+    assert stats["run"]["cut_short"] is False
+    assert memtape("top", body).returncode == 0
+
+
+def test_quiet_form(tmp_path: Path) -> None:
+    result = pytest_run(tmp_path, TESTS, "-q", "--memtape", "-k", "small or big")
+    assert result.returncode == 0, describe(result)
+    assert "2 tests recorded; highest peak 8." in result.stdout, describe(result)
+    assert "test_generated.py::test_no_marker_big" in result.stdout
+
+
+def test_under_xdist(tmp_path: Path) -> None:
+    """Two workers: the markers fail there, and the controller's report has every test,
+    the suite-wide highest peak and each worker's."""
+    result = pytest_run(tmp_path, TESTS, "-n", "2", "-rA", "--memtape")
+    assert result.returncode == 1, describe(result)
+    out = result.stdout
+    assert "FAILED test_generated.py::test_over_limit" in out, describe(result)
+    assert "FAILED test_generated.py::TestCaseStyle::test_unittest_over" in out
+    assert "PASSED test_generated.py::test_under_limit" in out
+    assert "6 tests recorded; highest peak 8." in out and "in test_generated.py::test_no_ma" in out
+    workers = next(line for line in out.splitlines() if line.startswith("highest peak per worker"))
+    assert "gw0 " in workers and "gw1 " in workers, workers
+
+
+GROWS = """
+import os
+
+def test_grows():
+    data = bytearray(int(os.environ["SIZE_MB"]) * 2**20)
+"""
+
+
+def test_fail_on_increase_with_a_tolerance(tmp_path: Path) -> None:
+    """The last passing run is the baseline; a rise within 10% + 1 MiB passes, a larger
+    one fails (and leaves the baseline), and a run back at the baseline passes."""
+    runs = []
+    for size_mb in ("4", "5", "8", "4"):
+        runs.append(
+            pytest_run(
+                tmp_path,
+                GROWS,
+                "--memtape-fail-on-increase",
+                "-rA",
+                cache=True,
+                env={"SIZE_MB": size_mb},
+            )
+        )
+    assert [r.returncode for r in runs] == [0, 0, 1, 0], describe(runs[2])
+    assert "Test's peak rose from 5.0 MiB (last passing run) to 8.0 MiB" in runs[2].stdout
+    strict = pytest_run(
+        tmp_path,
+        GROWS,
+        "--memtape-fail-on-increase",
+        "--memtape-increase-tolerance",
+        "0%",
+        cache=True,
+        env={"SIZE_MB": "5"},
+    )
+    assert strict.returncode == 1, describe(strict)

@@ -149,8 +149,10 @@ def _join_non_daemon_threads() -> None:
 def _run_atexit_handlers() -> None:
     """Runs the program's atexit handlers while the capture records, in python's order
     (after the non-daemon threads). An exception in one is reported and ignored, as
-    python does; a handler calling ``os._exit`` ends the capture through the wrapper."""
-    atexit._run_exitfuncs()
+    python does; a handler calling ``os._exit`` ends the capture through the wrapper. They
+    are the program's code: recorded like the program (memtape's own work around them is
+    not)."""
+    _native._call_as_program(atexit._run_exitfuncs)
 
 
 def _die_by_sigint() -> None:

@@ -248,3 +248,38 @@ def test_fail_on_increase_with_a_tolerance(tmp_path: Path) -> None:
         env={"SIZE_MB": "5"},
     )
     assert strict.returncode == 1, describe(strict)
+
+
+NATIVE_TESTS = """
+import ctypes
+import pytest
+
+lib = ctypes.CDLL({lib!r})
+lib.na_malloc.restype = ctypes.c_void_p
+lib.na_malloc.argtypes = [ctypes.c_size_t]
+lib.na_free.argtypes = [ctypes.c_void_p]
+
+@pytest.mark.limit_memory("4 MB")
+def test_native_peak():
+    block = lib.na_malloc(12 * 2**20)  # @native
+    lib.na_free(block)
+"""
+
+
+def test_native_memory_counts_against_limits(tmp_path: Path) -> None:
+    """A C library's malloc (through ctypes, the GIL released) counts against
+    ``limit_memory`` and is named on the calling line; ``--memtape-no-native-heap`` leaves
+    it out."""
+    from native_lib import build
+
+    libs = build(tmp_path)
+    source = NATIVE_TESTS.format(lib=str(libs.alloc))
+    result = pytest_run(tmp_path, source, "-v")
+    assert outcome(result, "test_native_peak") == "FAILED", describe(result)
+    assert "Test was limited to 4.0 MiB but its peak was 12." in result.stdout, describe(result)
+    line = textwrap.dedent(source).splitlines().index(
+        "    block = lib.na_malloc(12 * 2**20)  # @native"
+    )
+    assert f"test_native_peak at {tmp_path / 'test_generated.py'}:{line + 1}" in result.stdout
+    without = pytest_run(tmp_path, source, "-v", "--memtape-no-native-heap")
+    assert outcome(without, "test_native_peak") == "PASSED", describe(without)

@@ -81,6 +81,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="TOL",
         help=f"how far a peak may rise: '10%%', '2 MB' or both (default '{DEFAULT_TOLERANCE}')",
     )
+    group.addoption(
+        "--memtape-no-native-heap",
+        action="store_true",
+        help="record the Python heap and NumPy only, not native (C, C++, Rust) malloc/mmap",
+    )
     parser.addini("memtape_limit_memory", "a limit_memory for every test without its own")
 
 
@@ -108,6 +113,7 @@ class MemtapePlugin:
         except ValueError as exc:
             raise pytest.UsageError(f"--memtape-limit-memory: {exc}") from None
         self.frames = max(1, int(config.getoption("memtape_stacks")))
+        self.native = not config.getoption("memtape_no_native_heap")
         bin_path = config.getoption("memtape_bin_path")
         self.keep = bin_path is not None
         self.dir = os.path.abspath(bin_path) if bin_path else tempfile.mkdtemp(prefix="memtape-")
@@ -140,7 +146,7 @@ class MemtapePlugin:
     def _start(self, item: pytest.Item, phase: str) -> Recording | None:
         path = os.path.join(self.dir, f"{_file_name(item.nodeid)}.{phase}.mtape")
         try:
-            return Recording(path, item.nodeid, phase)
+            return Recording(path, item.nodeid, phase, native=self.native)
         except (RuntimeError, OSError) as exc:
             self.broken = str(exc)
             warnings.warn(f"memtape cannot record the tests: {exc}", stacklevel=1)

@@ -36,11 +36,11 @@ class PhaseMemory:
 class Recording:
     """A capture of one phase, into ``path``; ``stop`` reads it back."""
 
-    def __init__(self, path: str, nodeid: str, phase: str) -> None:
+    def __init__(self, path: str, nodeid: str, phase: str, *, native: bool) -> None:
         self.path = path
         meta = {"tool": "memtape", "tool_version": __version__, "pid": os.getpid()}
         meta |= {"argv": [nodeid], "command": f"pytest {phase}", "nframe": 64}
-        _native._start_capture(path, json.dumps(meta), 0)
+        _native._start_capture(path, json.dumps(meta), 0, native)
 
     def stop(self, sites: int, keep: bool) -> PhaseMemory:
         _native._stop_capture("normal", 0)

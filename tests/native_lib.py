@@ -2,7 +2,8 @@
 reading a capture's native blocks.
 
 ``build(tmp)`` compiles ``tests/native/nativealloc.c`` into ``libnativealloc.so``
-(``build_alloc(tmp)``: that one alone) and a RUNPATH pair (``libnaparent.so`` opening ``sub/libnachild.so`` by its bare name).
+(``build_alloc(tmp)``: that one alone) and a RUNPATH pair (``libnaparent.so`` opening
+``sub/libnachild.so`` by its bare name).
 ``native_blocks(capture)`` lists the native blocks live at the end of a capture as
 ``(size, innermost (file, line))``.
 """

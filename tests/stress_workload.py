@@ -270,6 +270,34 @@ class Controller:
         memtape.record_memory_events(False)
 
 
+def child_records(directory: Path, kind: str, held: list[bytes]) -> None:
+    """An ``events`` or ``capture`` child's recording (native too when asked for); an
+    ``events`` child frees the blocks ``held`` while recording."""
+    if kind == "events":
+        memtape.record_memory_events(
+            True, 1000, sources=("python", "native") if NATIVE else ("python",))
+        held.clear()
+        if NATIVE is not None:
+            NATIVE.release(NATIVE.malloc(5003), 5003, False)
+            events = memtape.get_memory_events()
+            assert any(e["device"] == -2 and e["size"] == 5003 for e in events), events[-20:]
+        memtape.get_memory_events()
+        memtape.record_memory_events(False)
+    elif kind == "capture":
+        path = directory / f"capture-{os.getpid()}.mtape"
+        _native._start_capture(str(path), "{}", 0, NATIVE is not None)
+        junk = [bytes(100) for _ in range(100)]
+        del junk
+        kept = NATIVE.malloc(7001) if NATIVE is not None else 0
+        _native._stop_capture()
+        assert path.stat().st_size > 0
+        if NATIVE is not None:
+            live = native_blocks(path)
+            assert live[(7001, (__file__, NATIVE_LINES[0]))] == 1, live
+            NATIVE.release(kept, 7001, False)
+        path.unlink()
+
+
 def child_main(directory: Path, kind: str) -> int:
     """A forked child's life; returns its exit code."""
     progress = Progress(directory, "child-" + kind)
@@ -305,30 +333,9 @@ def child_main(directory: Path, kind: str) -> int:
         NATIVE.release(native_block, 3001, False)
     progress.bump("step")
     progress.write()
-    native = NATIVE is not None
-    if kind == "events":
-        memtape.record_memory_events(
-            True, 1000, sources=("python", "native") if native else ("python",))
-        del block
-        if NATIVE is not None:
-            NATIVE.release(NATIVE.malloc(5003), 5003, False)
-            events = memtape.get_memory_events()
-            assert any(e["device"] == -2 and e["size"] == 5003 for e in events), events[-20:]
-        memtape.get_memory_events()
-        memtape.record_memory_events(False)
-    elif kind == "capture":
-        path = directory / f"capture-{os.getpid()}.mtape"
-        _native._start_capture(str(path), "{}", 0, native)
-        junk = [bytes(100) for _ in range(100)]
-        del junk
-        kept = NATIVE.malloc(7001) if NATIVE is not None else 0
-        _native._stop_capture()
-        assert path.stat().st_size > 0
-        if NATIVE is not None:
-            live = native_blocks(path)
-            assert live[(7001, (__file__, NATIVE_LINES[0]))] == 1, live
-            NATIVE.release(kept, 7001, False)
-        path.unlink()
+    held = [block]
+    del block
+    child_records(directory, kind, held)
     progress.bump("step")
     progress.write()
     tm.stop()

@@ -5,9 +5,10 @@ allocate and free, a controller drives memtape's API (start/stop, snapshots, eve
 clear, peak, captures), a forker forks children that trace (or do nothing with memtape).
 With ``--sources python,native`` the threads also malloc, realloc, free, mmap and munmap
 in a gcc-built C library with the GIL released, and everything memtape starts intercepts
-native allocations too (tracemalloc's native domain, events, captures). The watchdog (tests/stress_watchdog.py) fails the test with the Python and native stacks
-of any process that stops making progress. ``MEMTAPE_STRESS_SECONDS`` (default 60) sets
-how long the main run lasts.
+native allocations too (tracemalloc's native domain, events, captures). The watchdog
+(tests/stress_watchdog.py) fails the test with the Python and native stacks of any
+process that stops making progress. ``MEMTAPE_STRESS_SECONDS`` (default 60) sets how long
+the main run lasts.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Building the C libraries the native-allocation tests load with ctypes (gcc), and
 reading a capture's native blocks.
 
-``build(tmp)`` compiles ``tests/native/nativealloc.c`` into ``libnativealloc.so`` and a
-RUNPATH pair (``libnaparent.so`` opening ``sub/libnachild.so`` by its bare name).
+``build(tmp)`` compiles ``tests/native/nativealloc.c`` into ``libnativealloc.so``
+(``build_alloc(tmp)``: that one alone) and a RUNPATH pair (``libnaparent.so`` opening
+``sub/libnachild.so`` by its bare name).
 ``native_blocks(capture)`` lists the native blocks live at the end of a capture as
 ``(size, innermost (file, line))``.
 """
@@ -55,10 +56,16 @@ def _gcc(*args: str | Path) -> None:
     subprocess.run([gcc, "-O1", "-fPIC", "-shared", *map(str, args)], check=True)
 
 
-def build(out: Path) -> NativeLibs:
-    """Compiles the test libraries into ``out``."""
+def build_alloc(out: Path) -> Path:
+    """Compiles ``libnativealloc.so`` into ``out``; returns its path."""
     alloc = out / "libnativealloc.so"
     _gcc("-o", alloc, SOURCES / "nativealloc.c", "-lpthread")
+    return alloc
+
+
+def build(out: Path) -> NativeLibs:
+    """Compiles the test libraries into ``out``."""
+    alloc = build_alloc(out)
     (out / "sub").mkdir(exist_ok=True)
     _gcc("-o", out / "sub" / "libnachild.so", SOURCES / "nativealloc.c", "-lpthread")
     parent = out / "libnaparent.so"

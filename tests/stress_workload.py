@@ -20,13 +20,20 @@ At the end the threads are quiesced, tracing is restarted once, the allocators r
 more clean round, and the traced total of the tagged line must equal exactly what the
 threads still hold. The last stdout line is a JSON summary.
 
-``--sources`` names the allocation sources to exercise (only ``python`` exists today;
-native interception will add its own allocator calls here).
+``--sources`` names the allocation sources to exercise: ``python`` (the tagged ``bytes``
+blocks) and ``native``: the allocator threads also call a gcc-built C library
+(tests/native/nativealloc.c, through ctypes, so with the GIL released) that mallocs,
+reallocs, frees, mmaps and munmaps; the controller then starts native interception with
+everything it starts (tracemalloc with ``MEMTAPE_TRACEMALLOC_NATIVE=1``, event recordings
+with the ``native`` source, captures with ``native=True``), the forked children too, and
+the final check also compares the native domain's traced blocks on the native call lines
+with what the threads still hold natively.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import faulthandler
 import functools
 import json
@@ -47,11 +54,14 @@ import memtape
 import memtape.tracemalloc as tm
 import numpy as np
 from memtape import _native
+from native_lib import build_alloc, native_blocks
 
 warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads
 
 CHILD_TIMEOUT_S = 30.0
 NUMPY_DOMAIN = _native.NUMPY_DOMAIN
+NATIVE_DOMAIN = _native.NATIVE_DOMAIN
+PAGE = 4096
 BURST_MAX = 40
 HEARTBEAT_EVERY_S = 0.2
 
@@ -86,10 +96,61 @@ def make_block(size: int) -> bytes:
     return bytes(size)  # @stress:tagged
 
 
-TAGGED_LINE = next(
-    n for n, text in enumerate(Path(__file__).read_text(encoding="utf-8").splitlines(), 1)
-    if text.rstrip().endswith("# @stress:tagged")
-)
+def tagged_lines(tag: str) -> list[int]:
+    return [
+        n for n, text in enumerate(Path(__file__).read_text(encoding="utf-8").splitlines(), 1)
+        if text.rstrip().endswith(tag)
+    ]
+
+
+TAGGED_LINE = tagged_lines("# @stress:tagged")[0]
+
+
+class NativeLib:
+    """The C library's allocator calls (ctypes releases the GIL around each); every call
+    that makes a block is on a line tagged ``@stress:native``."""
+
+    def __init__(self, path: Path) -> None:
+        lib = ctypes.CDLL(str(path))
+        size, ptr = ctypes.c_size_t, ctypes.c_void_p
+        for name, argtypes, restype in [
+            ("na_malloc", [size], ptr), ("na_realloc", [ptr, size], ptr),
+            ("na_free", [ptr], None), ("na_mmap", [size], ptr),
+            ("na_munmap", [ptr, size], ctypes.c_long),
+        ]:
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = argtypes, restype
+        self.lib = lib
+
+    def malloc(self, size: int) -> int:
+        p: int | None = self.lib.na_malloc(size)  # @stress:native
+        assert p, size
+        return p
+
+    def realloc(self, p: int, size: int) -> int:
+        q: int | None = self.lib.na_realloc(p, size)  # @stress:native
+        assert q, size
+        return q
+
+    def mmap(self, size: int) -> int:
+        p: int | None = self.lib.na_mmap(size)  # @stress:native
+        assert p, size
+        return p
+
+    def release(self, p: int, size: int, mapped: bool) -> None:
+        if mapped:
+            assert self.lib.na_munmap(p, size) == 0
+        else:
+            self.lib.na_free(p)
+
+
+NATIVE_LINES = tagged_lines("# @stress:native")
+NATIVE: NativeLib | None = None  # set by main() when ``native`` is among the sources
+
+
+def native_domain_on() -> None:
+    """Every later ``tm.start()`` (forked children's too) traces native blocks."""
+    os.environ["MEMTAPE_TRACEMALLOC_NATIVE"] = "1"
 
 
 class Allocator:
@@ -97,8 +158,11 @@ class Allocator:
 
     def __init__(self, index: int, seed: int) -> None:
         self.key = f"alloc-{index}"
+        self.native_key = f"native-{index}"
         self.rng = random.Random(seed)
         self.held: list[bytes] = []
+        #: native blocks held: address -> (size, mapped)
+        self.native: dict[int, tuple[int, bool]] = {}
 
     def step(self, progress: Progress) -> None:
         rng = self.rng
@@ -110,6 +174,39 @@ class Allocator:
         scratch = [{"k": i, "v": [i] * 4} for i in range(20)]
         del scratch
         progress.bump(self.key, 50)  # tagged blocks allocated or freed
+        if NATIVE is not None:
+            self.native_step(NATIVE)
+            progress.bump(self.native_key, 10)  # native calls that make or free a block
+
+    def native_step(self, lib: NativeLib) -> None:
+        rng = self.rng
+        held = self.native
+        for _ in range(10):
+            roll = rng.random()
+            if len(held) < 100 and roll < 0.4:
+                size = rng.randrange(1, 8192)
+                held[lib.malloc(size)] = (size, False)
+            elif len(held) < 100 and roll < 0.45:
+                size = PAGE * rng.randrange(1, 5)
+                held[lib.mmap(size)] = (size, True)
+            elif held and roll < 0.7:
+                p = rng.choice(list(held))
+                size, mapped = held[p]
+                if mapped:
+                    continue
+                del held[p]
+                size = rng.randrange(1, 16384)
+                held[lib.realloc(p, size)] = (size, False)
+            elif held:
+                p = rng.choice(list(held))
+                size, mapped = held.pop(p)
+                lib.release(p, size, mapped)
+
+    def release_native(self) -> None:
+        if NATIVE is not None:
+            for p, (size, mapped) in self.native.items():
+                NATIVE.release(p, size, mapped)
+        self.native.clear()
 
 
 class Controller:
@@ -120,6 +217,7 @@ class Controller:
         self.rng = random.Random(seed)
         self.capture = capture
         self.capturing = False
+        self.sources = ("python", "native") if NATIVE is not None else ("python",)
 
     def step(self, progress: Progress, recording_starts: threading.Event) -> None:
         rng = self.rng
@@ -137,7 +235,7 @@ class Controller:
             snapshot = tm.take_snapshot()
             snapshot.statistics("lineno")[:5]
         elif op == "events":
-            memtape.record_memory_events(True, 5000, max_frames=8)
+            memtape.record_memory_events(True, 5000, max_frames=8, sources=self.sources)
         elif op == "events_off":
             memtape.record_memory_events(False)
         elif op == "read_events":
@@ -163,13 +261,41 @@ class Controller:
             self.capturing = False
             path.unlink()
         else:
-            _native._start_capture(str(path), "{}")
+            _native._start_capture(str(path), "{}", 0, NATIVE is not None)
             self.capturing = True
 
     def finish(self) -> None:
         if self.capturing:
             self.toggle_capture()
         memtape.record_memory_events(False)
+
+
+def child_records(directory: Path, kind: str, held: list[bytes]) -> None:
+    """An ``events`` or ``capture`` child's recording (native too when asked for); an
+    ``events`` child frees the blocks ``held`` while recording."""
+    if kind == "events":
+        memtape.record_memory_events(
+            True, 1000, sources=("python", "native") if NATIVE else ("python",))
+        held.clear()
+        if NATIVE is not None:
+            NATIVE.release(NATIVE.malloc(5003), 5003, False)
+            events = memtape.get_memory_events()
+            assert any(e["device"] == -2 and e["size"] == 5003 for e in events), events[-20:]
+        memtape.get_memory_events()
+        memtape.record_memory_events(False)
+    elif kind == "capture":
+        path = directory / f"capture-{os.getpid()}.mtape"
+        _native._start_capture(str(path), "{}", 0, NATIVE is not None)
+        junk = [bytes(100) for _ in range(100)]
+        del junk
+        kept = NATIVE.malloc(7001) if NATIVE is not None else 0
+        _native._stop_capture()
+        assert path.stat().st_size > 0
+        if NATIVE is not None:
+            live = native_blocks(path)
+            assert live[(7001, (__file__, NATIVE_LINES[0]))] == 1, live
+            NATIVE.release(kept, 7001, False)
+        path.unlink()
 
 
 def child_main(directory: Path, kind: str) -> int:
@@ -199,21 +325,17 @@ def child_main(directory: Path, kind: str) -> int:
     snapshot.statistics("lineno")
     numpy_bytes = [t.size for t in snapshot.traces if t.domain == NUMPY_DOMAIN]
     assert array.nbytes in numpy_bytes, numpy_bytes
+    if NATIVE is not None:
+        native_block = NATIVE.malloc(3001)
+        native = [(t.size, t.traceback[-1].lineno) for t in tm.take_snapshot().traces
+                  if t.domain == NATIVE_DOMAIN and t.traceback[-1].filename == __file__]
+        assert (3001, NATIVE_LINES[0]) in native, native
+        NATIVE.release(native_block, 3001, False)
     progress.bump("step")
     progress.write()
-    if kind == "events":
-        memtape.record_memory_events(True, 1000)
-        del block
-        memtape.get_memory_events()
-        memtape.record_memory_events(False)
-    elif kind == "capture":
-        path = directory / f"capture-{os.getpid()}.mtape"
-        _native._start_capture(str(path), "{}")
-        junk = [bytes(100) for _ in range(100)]
-        del junk
-        _native._stop_capture()
-        assert path.stat().st_size > 0
-        path.unlink()
+    held = [block]
+    del block
+    child_records(directory, kind, held)
     progress.bump("step")
     progress.write()
     tm.stop()
@@ -258,7 +380,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--threads", type=int, default=6)
     parser.add_argument("--seed", type=int, default=12)
-    parser.add_argument("--sources", default="python", help="comma-separated: python")
+    parser.add_argument("--sources", default="python",
+                        help="comma-separated: python, native")
     parser.add_argument("--no-capture", action="store_true")
     parser.add_argument(
         "--switch-interval", type=float, default=None,
@@ -309,6 +432,7 @@ class Workload:
         try:
             self.paused.wait()  # the main thread restarts tracing in between
             a.held.clear()
+            a.release_native()
             self.paused.wait()
         except threading.BrokenBarrierError:
             return  # something failed: no final round
@@ -370,10 +494,15 @@ class Workload:
         for t in allocating:
             t.join()
         held = [b for a in self.allocators for b in a.held]
+        snapshot = tm.take_snapshot()
         tagged = [
-            s for s in tm.take_snapshot().statistics("lineno")
+            s for s in snapshot.statistics("lineno")
             if s.traceback[0].filename == __file__ and s.traceback[0].lineno == TAGGED_LINE
         ]
+        native_traced = sorted(
+            t.size for t in snapshot.filter_traces([tm.DomainFilter(True, NATIVE_DOMAIN)]).traces
+            if t.traceback[0].filename == __file__ and t.traceback[0].lineno in NATIVE_LINES
+        )
         tm.stop()
         check = {"held_blocks": len(held), "held_bytes": sum(sys.getsizeof(b) for b in held),
                  "traced_blocks": sum(s.count for s in tagged),
@@ -381,6 +510,15 @@ class Workload:
         if (check["traced_blocks"], check["traced_bytes"]) != (
                 check["held_blocks"], check["held_bytes"]):
             self.errors.append(f"traced totals differ from what the threads hold: {check}")
+        if NATIVE is not None:
+            native_held = sorted(size for a in self.allocators for size, _ in a.native.values())
+            check |= {"native_held_blocks": len(native_held),
+                      "native_held_bytes": sum(native_held),
+                      "native_traced_blocks": len(native_traced),
+                      "native_traced_bytes": sum(native_traced)}
+            if native_traced != native_held:
+                self.errors.append(
+                    f"traced native blocks differ from what the threads hold: {check}")
         return check
 
     def run(self) -> dict[str, Any]:
@@ -408,6 +546,8 @@ class Workload:
         self.stop.set()
         for t in allocating:
             t.join()
+        for a in self.allocators:
+            a.release_native()
         self.progress.done = True
         beat.join()
         self.progress.write()
@@ -428,10 +568,15 @@ class Workload:
 
 
 def main(argv: list[str]) -> int:
+    global NATIVE
     args = parse_args(argv)
-    unknown = set(args.sources.split(",")) - {"python"}
+    sources = set(args.sources.split(","))
+    unknown = sources - {"python", "native"}
     if unknown:
         raise SystemExit(f"unknown sources {sorted(unknown)}")
+    if "native" in sources:
+        NATIVE = NativeLib(build_alloc(args.directory))
+        native_domain_on()
     watch_stacks(args.directory)
     if args.switch_interval is not None:
         sys.setswitchinterval(args.switch_interval)

@@ -3,9 +3,12 @@
 The workload (tests/stress_workload.py) runs in its own process group: six threads
 allocate and free, a controller drives memtape's API (start/stop, snapshots, events,
 clear, peak, captures), a forker forks children that trace (or do nothing with memtape).
-The watchdog (tests/stress_watchdog.py) fails the test with the Python and native stacks
-of any process that stops making progress. ``MEMTAPE_STRESS_SECONDS`` (default 60) sets
-how long the main run lasts.
+With ``--sources python,native`` the threads also malloc, realloc, free, mmap and munmap
+in a gcc-built C library with the GIL released, and everything memtape starts intercepts
+native allocations too (tracemalloc's native domain, events, captures). The watchdog
+(tests/stress_watchdog.py) fails the test with the Python and native stacks of any
+process that stops making progress. ``MEMTAPE_STRESS_SECONDS`` (default 60) sets how long
+the main run lasts.
 """
 
 from __future__ import annotations
@@ -52,6 +55,10 @@ def assert_clean(run: WatchedRun) -> dict[str, Any]:
     assert check["held_blocks"] > 0, run.describe()
     assert (check["traced_blocks"], check["traced_bytes"]) == (
         check["held_blocks"], check["held_bytes"]), run.describe()
+    if "native" in result["sources"]:
+        assert check["native_held_blocks"] > 0, run.describe()
+        assert (check["native_traced_blocks"], check["native_traced_bytes"]) == (
+            check["native_held_blocks"], check["native_held_bytes"]), run.describe()
     return result
 
 
@@ -63,14 +70,17 @@ SCENARIO = ("--seconds", "2", "--fork-at-first-start", "--switch-interval", "0.0
 def test_fork_while_the_first_start_runs(tmp_path: Path) -> None:
     # Children forked while memtape imported memtape._numpy_bridge lazily, on the first
     # start, waited forever for that module's import lock.
+    # Seeds 2 and 3 start native interception too (the GOT patched while children fork).
     for seed in range(4):
+        sources = "python" if seed < 2 else "python,native"
         result = assert_clean(run_workload(tmp_path / f"seed-{seed}", *SCENARIO,
-                                           "--seed", str(seed)))
+                                           "--seed", str(seed), "--sources", sources))
         assert result["forks"]["trace"] >= 3, result
 
 
 def test_stress_threads_and_forks(tmp_path: Path) -> None:
-    run = run_workload(tmp_path, "--seconds", str(STRESS_SECONDS),
+    # Python and native sources at once: one run covers both for the whole duration.
+    run = run_workload(tmp_path, "--seconds", str(STRESS_SECONDS), "--sources", "python,native",
                        limit_s=STRESS_SECONDS * 2 + 120)
     result = assert_clean(run)
     print(json.dumps(result))  # the figures in benchmarks/RESULTS.md (pytest -s)
@@ -78,6 +88,7 @@ def test_stress_threads_and_forks(tmp_path: Path) -> None:
     assert forks.get("trace", 0) > 0 and forks.get("plain", 0) > 0, result
     assert forks.get("events", 0) > 0 and forks.get("capture", 0) > 0, result
     assert result["ops"]["controller"] > 0, result
+    assert all(result["ops"].get(f"native-{i}", 0) > 0 for i in range(result["threads"])), result
 
 
 def test_watchdog_reports_a_child_stuck_in_a_lazy_import(tmp_path: Path) -> None:

@@ -189,6 +189,20 @@ unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
 /// returns null freed `p`; on failure the old block stays live.
 #[inline(always)]
 fn resizing(old: *mut c_void, size: usize, call: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    recorded(call, |t, block| {
+        if !block.is_null() {
+            native_record::alloc(t, block as u64, size as u64, old as u64);
+        } else if size == 0 && !old.is_null() {
+            native_record::free(old as u64);
+        }
+    })
+}
+
+/// Runs `call` and, when the thread is in ordinary code, hands its result to `record`
+/// with the thread marked as inside an allocation hook (so that neither the real call
+/// nor the recording is recorded again).
+#[inline(always)]
+fn recorded<T: Copy>(call: impl FnOnce() -> T, record: impl FnOnce(&HookThread, T)) -> T {
     let Some((_inside, Some(t))) = enter() else {
         return call();
     };
@@ -196,14 +210,10 @@ fn resizing(old: *mut c_void, size: usize, call: impl FnOnce() -> *mut c_void) -
         return call();
     }
     t.set_mode(HookMode::InAllocHook);
-    let block = call();
-    if !block.is_null() {
-        native_record::alloc(t, block as u64, size as u64, old as u64);
-    } else if size == 0 && !old.is_null() {
-        native_record::free(old as u64);
-    }
+    let result = call();
+    record(t, result);
     t.set_mode(HookMode::Idle);
-    block
+    result
 }
 
 unsafe extern "C" fn realloc(old: *mut c_void, size: usize) -> *mut c_void {
@@ -319,19 +329,11 @@ fn mapping(
         }
         return mapped;
     }
-    let Some((_inside, Some(t))) = enter() else {
-        return call();
-    };
-    if t.mode() != HookMode::Idle {
-        return call();
-    }
-    t.set_mode(HookMode::InAllocHook);
-    let mapped = call();
-    if mapped != libc::MAP_FAILED {
-        native_record::mapped(t, mapped as u64, len as u64);
-    }
-    t.set_mode(HookMode::Idle);
-    mapped
+    recorded(call, |t, mapped| {
+        if mapped != libc::MAP_FAILED {
+            native_record::mapped(t, mapped as u64, len as u64);
+        }
+    })
 }
 
 unsafe extern "C" fn mmap(

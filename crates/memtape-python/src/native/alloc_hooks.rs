@@ -411,12 +411,7 @@ unsafe extern "C" fn mremap(
 /// tracing is on (else it costs one relaxed load).
 #[inline(always)]
 pub(crate) fn beneath_wrapper<R>(call: impl FnOnce() -> R) -> R {
-    match guard() {
-        Some(inside) => {
-            let result = call();
-            drop(inside);
-            result
-        }
-        None => call(),
-    }
+    // Held (when taken) until `call` has returned.
+    let _inside = guard();
+    call()
 }

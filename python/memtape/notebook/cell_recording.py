@@ -100,10 +100,5 @@ def stop(raised: BaseException | None) -> int:
 def analyze(
     path: str, saved: bool, label: str, events: int, raised: BaseException | None
 ) -> CellCapture:
-    """Reads the finished capture; removes its file unless it was to be saved."""
-    try:
-        capture = _native.analyze_capture(path)
-    finally:
-        if not saved:
-            os.unlink(path)
-    return CellCapture(label, path, saved, capture, events, raised)
+    """Reads the finished capture."""
+    return CellCapture(label, path, saved, _native.analyze_capture(path), events, raised)

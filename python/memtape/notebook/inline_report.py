@@ -22,7 +22,13 @@ import html
 import uuid
 
 DEFAULT_HEIGHT_PX = 640
-MAX_HEIGHT_PX = 4000
+MAX_HEIGHT_PX = 1600
+
+# Inside the report: in a notebook the memory comes first, the run's details last.
+_NOTEBOOK_STYLE = """<style>
+body { display: flex; flex-direction: column; }
+#metadata { order: 1; }
+</style>"""
 
 # Inside the report: posts the page's height to the output around it.
 _HEIGHT_POSTER = """<script>(function () {
@@ -52,8 +58,8 @@ def frame_html(report: str, note: str | None) -> str:
     key = f"memtape-report-{uuid.uuid4().hex}"
     quoted_key = f'"{key}"'
     poster = _HEIGHT_POSTER % {"key": quoted_key}
-    cut = report.rfind("</body>")
-    page = report[:cut] + poster + report[cut:] if cut >= 0 else report + poster
+    page = _insert_before(report, "</head>", _NOTEBOOK_STYLE)
+    page = _insert_before(page, "</body>", poster)
     parts = []
     if note is not None:
         parts.append(
@@ -68,3 +74,9 @@ def frame_html(report: str, note: str | None) -> str:
     )
     parts.append(_HEIGHT_SETTER % {"key": quoted_key, "max": MAX_HEIGHT_PX})
     return "\n".join(parts)
+
+
+def _insert_before(page: str, tag: str, text: str) -> str:
+    """``text`` inserted before the last ``tag`` of ``page`` (at the end if none)."""
+    cut = page.rfind(tag)
+    return page[:cut] + text + page[cut:] if cut >= 0 else page + text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _tracemalloc
+import contextlib
 import os
 import sys
 import tempfile
@@ -18,15 +19,13 @@ from memtape.notebook.cell_recording import CellCapture
 from memtape.notebook.inline_report import frame_html
 from memtape.notebook.options import CELL_USAGE, TOP_USAGE, cell_options, top_options
 
-REPORT_SITES = 50
+# Rows of the report's tables (`memtape report` on a --save'd capture shows more).
+REPORT_SITES = 20
 
 
 def _summary(cell: CellCapture) -> str:
-    """The cell's label, then ``memtape stats``' lines (the capture's path only when it
-    was saved: otherwise the file is gone)."""
+    """The cell's label, then ``memtape stats``' lines."""
     lines = cell.capture.stats_text().rstrip("\n").splitlines()
-    if not cell.saved:
-        lines = [line for line in lines if not line.startswith("Capture:")]
     return "\n".join([f"memtape: {cell.label}", *lines])
 
 
@@ -109,8 +108,13 @@ class MemtapeMagics(Magics):
             # that a memtape.tracemalloc trace of the user's still sees it).
             print(f"memtape: not recording {code.label}: {why_not}", file=sys.stderr)
             return run_cell_code(code, self.shell)
-        self.last = cell_recording.analyze(path, saved, code.label, events, raised)
-        _show(self.shell, self.last, opts.top)
+        self._forget_last(path)
+        try:
+            self.last = cell_recording.analyze(path, saved, code.label, events, raised)
+        except (OSError, ValueError) as exc:  # the cell's own outcome stands
+            print(f"memtape: cannot read the capture of {code.label}: {exc}", file=sys.stderr)
+        else:
+            _show(self.shell, self.last, opts.top)
         if raised is not None:
             raise raised
         return value
@@ -123,6 +127,14 @@ class MemtapeMagics(Magics):
             raise UsageError("no %%memtape cell has run yet in this kernel")
         print(_summary(self.last))
         print(self.last.capture.top_text(opts.by, opts.at, opts.limit))
+
+    def _forget_last(self, replaced_by: str) -> None:
+        """Removes the last cell's capture file unless it was saved (one unsaved capture
+        is kept: the one ``%memtape_top`` and the report's "Capture file" name)."""
+        last, self.last = self.last, None
+        if last is not None and not last.saved and last.path != replaced_by:
+            with contextlib.suppress(OSError):
+                os.unlink(last.path)
 
     def close(self) -> None:
         """Removes the scratch directory (captures not kept with ``--save``)."""

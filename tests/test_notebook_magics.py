@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import memtape._native as native
+import memtape._native as capture_api
 import nbformat
 import pytest
 from headless_chromium import ChromiumUnavailable, HeadlessChromium
@@ -26,6 +26,12 @@ from nbclient import NotebookClient
 
 MiB = 2**20
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+# 20 MiB allocated by SQLite's C code (malloc), then copied into a Python bytes object.
+SQLITE_BLOB = (
+    "blob = __import__('sqlite3').connect(':memory:')"
+    ".execute('select zeroblob(20 * 1048576)').fetchone()"
+)
 
 # Each cell: (key, source). A source line ending in `# @tm:TAG` is found by tag.
 CELLS = [
@@ -46,9 +52,11 @@ CELLS = [
         "raises",
         "%%memtape --save {save} --no-native-heap --top 2\n"
         "kept = bytearray(30 * 2**20)  # @tm:kept\n"
+        f"{SQLITE_BLOB}\n"
         "raise ValueError('boom from the cell')  # @tm:boom",
     ),
     ("after-raise", "print(len(kept))"),
+    ("native", f"%%memtape --save {{native}}\n{SQLITE_BLOB}  # @tm:native"),
     (
         "nested",
         "%%memtape\nget_ipython().run_cell_magic('memtape', '', 'inner = 7')\ninner * 6",
@@ -74,6 +82,7 @@ class Ran:
     cells: dict[str, Any]
     errored: set[str] = field(default_factory=set)
     save: Path = Path()
+    native: Path = Path()
 
     def source(self, key: str) -> str:
         return str(self.cells[key].source)
@@ -99,14 +108,14 @@ class Ran:
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     root = tmp_path_factory.mktemp("notebook")
-    save = root / "raised.mtape"
+    save, native = root / "raised.mtape", root / "native.mtape"
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {
         "name": "python3",
         "display_name": "Python 3",
         "language": "python",
     }
-    nb.cells = [nbformat.v4.new_code_cell(src.format(save=save)) for _, src in CELLS]
+    nb.cells = [nbformat.v4.new_code_cell(src.format(save=save, native=native)) for _, src in CELLS]
     keys = [key for key, _ in CELLS]
     errored: set[str] = set()
 
@@ -123,7 +132,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     )
     client.execute()
     nbformat.write(nb, root / "executed.ipynb")
-    return Ran(dict(zip(keys, nb.cells, strict=True)), errored, save)
+    return Ran(dict(zip(keys, nb.cells, strict=True)), errored, save, native)
 
 
 def test_the_kernel_runs_the_interpreter_under_test(ran: Ran) -> None:
@@ -212,9 +221,20 @@ def test_saved_capture_reads_in_every_cli_report(ran: Ran) -> None:
     assert within(site["bytes"], 30 * MiB, 0.01)
     stats = ok(memtape("stats", ran.save)).stdout
     assert "exit: exception, status 1" in stats, stats
-    meta = json.loads(native.analyze_capture(str(ran.save)).metadata_json)
-    assert meta["native_heap"] is False  # --no-native-heap
+    meta = json.loads(capture_api.analyze_capture(str(ran.save)).metadata_json)
+    assert meta["native_heap"] is False
     assert meta["command"] == "%%memtape"
+    assert top["by_source"]["native"] == 0  # --no-native-heap: SQLite's malloc unseen
+
+
+def test_native_memory_is_recorded_by_default(ran: Ran) -> None:
+    top = json.loads(ok(memtape("top", ran.native, "--json", "--limit", "1")).stdout)
+    (site,) = top["sites"]
+    line = line_of_tag(ran.source("native"), "native")
+    assert (site["frames"][0]["filename"], site["frames"][0]["line"]) == (ran.label("native"), line)
+    # SQLite's 20 MiB blob (malloc) and its copy in a bytes object, both live at the peak.
+    assert top["by_source"]["native"] >= 20 * MiB, top["by_source"]
+    assert top["by_source"]["python"] >= 20 * MiB, top["by_source"]
 
 
 def test_nested_and_tracemalloc_cells_run_unrecorded_and_say_why(ran: Ran) -> None:

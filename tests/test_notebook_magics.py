@@ -65,6 +65,8 @@ CELLS = [
     ("stdlib-cell", "%%memtape\ntraced = 5"),
     ("stdlib-off", "tracemalloc.stop()\nprint(traced)"),
     ("bad-option", "%%memtape --top zero\nnever = 1"),
+    ("await", "%%memtape\nimport asyncio\nawait asyncio.sleep(0)\nnever = 2"),
+    ("never", "print('never' in globals())"),
 ]
 
 
@@ -206,7 +208,7 @@ def test_exception_is_raised_as_usual_after_the_report(ran: Ran) -> None:
     assert html.escape(note) in data["text/html"]
     # What the cell did before raising persists.
     assert ran.stream("after-raise", "stdout") == f"{30 * MiB}\n"
-    assert ran.errored == {"raises", "bad-option"}
+    assert ran.errored == {"raises", "bad-option", "await"}
 
 
 def test_saved_capture_reads_in_every_cli_report(ran: Ran) -> None:
@@ -255,6 +257,11 @@ def test_bad_option_is_a_usage_error_and_the_cell_does_not_run(ran: Ran) -> None
     assert text.startswith("UsageError: %%memtape: argument --top: not a whole number"), text
     assert "usage: %%memtape [--no-native-heap] [--top N] [--save PATH]" in text
     assert ran.outputs("bad-option", "display_data") == []
+    # Top-level await: refused before anything runs (the magic runs the cell synchronously).
+    assert "await" in ran.errored
+    text = ran.stream("await", "stderr")
+    assert text.startswith("UsageError: %%memtape cannot run a cell with top-level await"), text
+    assert ran.stream("never", "stdout") == "False\n"
 
 
 # --- the inline report in headless Chromium ----------------------------------------------

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
+from IPython.core.error import UsageError
+
 
 @dataclass(frozen=True)
 class CellCode:
@@ -58,7 +60,9 @@ def running_cell_number(shell: Any) -> int:
 
 def compile_cell(shell: Any, body: str) -> CellCode:
     """Transforms (line magics, ``!`` commands), caches and compiles ``body``, the lines
-    after the ``%%memtape`` line. A SyntaxError is raised as IPython raises it."""
+    after the ``%%memtape`` line. A SyntaxError is raised as IPython raises it; top-level
+    ``await`` is refused (the magic runs the cell synchronously, as ``%%time`` does)."""
+    __tracebackhide__ = True  # IPython's tracebacks leave this frame out
     stripped = body.lstrip("\n")
     # IPython's transforms drop leading blank lines; put them back, with the magic's own
     # line, so that line numbers are the cell's.
@@ -73,6 +77,11 @@ def compile_cell(shell: Any, body: str) -> CellCode:
     last: ast.Expression | None = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
+    if any(isinstance(node, ast.Await) for node in _top_level_nodes(tree)):
+        raise UsageError(
+            "%%memtape cannot run a cell with top-level await; "
+            "put the awaits in an async function and await it outside the %%memtape cell"
+        )
     return CellCode(
         filename=filename,
         number=number,
@@ -80,6 +89,18 @@ def compile_cell(shell: Any, body: str) -> CellCode:
         statements=shell.compile(tree, filename, "exec"),
         last_expression=None if last is None else shell.compile(last, filename, "eval"),
     )
+
+
+def _top_level_nodes(tree: ast.AST) -> list[ast.AST]:
+    """The nodes of ``tree`` outside any function or class body."""
+    found: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        found.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+    return found
 
 
 def run_cell_code(code: CellCode, shell: Any) -> object:

@@ -46,7 +46,7 @@ CELLS = [
         "print('printed by the cell')\n"
         "len(block)",
     ),
-    ("top", "%memtape_top 3"),
+    ("top", "%memtape_top 3  # a comment ends the options"),
     ("persist", "print(len(block), len(rows))"),
     (
         "raises",

@@ -30,7 +30,8 @@ class CellCode:
 
 def cell_label(shell: Any, filename: str) -> str | None:
     """``Cell In[3]`` for a file name IPython gave a cell, else None."""
-    names = shell.compile.format_code_name(filename)
+    format_code_name = getattr(shell.compile, "format_code_name", None)  # IPython >= 8
+    names = None if format_code_name is None else format_code_name(filename)
     return None if names is None else f"{names[0]} {names[1]}"
 
 

@@ -1,4 +1,5 @@
-"""The options of ``%%memtape`` and ``%memtape_top``, parsed as a shell would split them."""
+"""The options of ``%%memtape`` and ``%memtape_top``, split as a shell would (a ``#``
+starts a comment)."""
 
 from __future__ import annotations
 
@@ -66,10 +67,10 @@ TOP_USAGE = _TOP.format_help()
 
 
 def cell_options(line: str) -> CellOptions:
-    args = _CELL.parse_args(shlex.split(line))
+    args = _CELL.parse_args(shlex.split(line, comments=True))
     return CellOptions(native_heap=not args.no_native_heap, top=args.top, save=args.save)
 
 
 def top_options(line: str) -> TopOptions:
-    args = _TOP.parse_args(shlex.split(line))
+    args = _TOP.parse_args(shlex.split(line, comments=True))
     return TopOptions(limit=args.limit, by=args.by, at=args.at)

@@ -149,7 +149,9 @@ def test_cell_runs_in_the_kernel_with_its_output_and_result(ran: Ran) -> None:
     assert result.data["text/plain"] == str(50 * MiB)
     assert result.execution_count == ran.cells["record"].execution_count
     # The report comes before the result, after what the cell printed.
-    kinds = [o.output_type for o in ran.cells["record"].outputs]
+    # (ipykernel may send one print as two stream messages: its flush timer runs between.)
+    every = [o.output_type for o in ran.cells["record"].outputs]
+    kinds = [kind for i, kind in enumerate(every) if i == 0 or kind != every[i - 1]]
     assert kinds == ["stream", "display_data", "execute_result"], kinds
     # Variables defined in the cell persist.
     assert ran.stream("persist", "stdout") == f"{50 * MiB} {4 * MiB}\n"

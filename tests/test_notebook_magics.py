@@ -64,6 +64,12 @@ CELLS = [
     ("stdlib-on", "import tracemalloc\ntracemalloc.start()"),
     ("stdlib-cell", "%%memtape\ntraced = 5"),
     ("stdlib-off", "tracemalloc.stop()\nprint(traced)"),
+    ("memtape-tm-on", "import memtape.tracemalloc as mtm\nmtm.start()"),
+    ("memtape-tm-cell", "%%memtape\nseen = bytearray(20 * 2**20)  # @tm:seen"),
+    (
+        "memtape-tm-off",
+        "print(mtm.is_tracing(), mtm.get_traced_memory()[0] >= 20 * 2**20)\nmtm.stop()",
+    ),
     ("bad-option", "%%memtape --top zero\nnever = 1"),
     ("await", "%%memtape\nimport asyncio\nawait asyncio.sleep(0)\nnever = 2"),
     ("never", "print('never' in globals())"),
@@ -251,6 +257,14 @@ def test_nested_and_tracemalloc_cells_run_unrecorded_and_say_why(ran: Ran) -> No
     assert "not recording" in stdlib and "tracemalloc is tracing" in stdlib, stdlib
     assert ran.outputs("stdlib-cell", "display_data") == []
     assert ran.stream("stdlib-off", "stdout") == "5\n"
+
+
+def test_memtape_tracemalloc_tracing_and_a_cell_record_together(ran: Ran) -> None:
+    # memtape.tracemalloc is memtape's own recorder: the cell is recorded, and the trace
+    # the user started goes on and sees the cell's allocation too.
+    text = ran.report("memtape-tm-cell")["text/plain"]
+    assert f"{ran.site('memtape-tm-cell', 'seen')} in <module>" in text, text
+    assert ran.stream("memtape-tm-off", "stdout") == "True True\n"
 
 
 def test_bad_option_is_a_usage_error_and_the_cell_does_not_run(ran: Ran) -> None:

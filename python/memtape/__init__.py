@@ -63,6 +63,22 @@ if os.environ.get("MEMTAPE_TEST_LAZY_IMPORT") == "1":
 else:
     from memtape import _numpy_bridge  # noqa: F401 - registers itself with _native
 
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext memtape``: the ``%%memtape`` and ``%memtape_top`` magics
+    (:mod:`memtape.notebook`; IPython is imported only then)."""
+    from memtape.notebook import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: object) -> None:
+    """``%unload_ext memtape``."""
+    from memtape.notebook import unload_ipython_extension as unload
+
+    unload(ipython)
+
+
 __version__ = "0.1.0"
 __all__ = [
     "ALLOCATOR_ACTIONS",

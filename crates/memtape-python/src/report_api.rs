@@ -4,6 +4,7 @@
 //! renderers are its methods. Exports that need single blocks (a tracemalloc snapshot,
 //! the memory_viz trace) read the file a second time.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -166,6 +167,20 @@ fn run_info(path: &Path, metadata: &str, summary: &ReadSummary) -> (RunInfo, usi
     (info, nframe, launcher_files)
 }
 
+/// The metadata's `file_names`: generated file names (a notebook cell's) and the names
+/// reports show for them (`Cell In[3]`).
+fn shown_file_names(metadata: &str) -> HashMap<String, String> {
+    let meta: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
+    meta.get("file_names")
+        .and_then(|m| m.as_object())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn parse_group_by(by: &str) -> PyResult<GroupBy> {
     match by {
         "lineno" => Ok(GroupBy::Lineno),
@@ -263,6 +278,7 @@ pub(crate) fn analyze_capture(
     let mut analyzed = analysis.finish();
     let (info, nframe, launcher_files) = run_info(&path, &metadata, &summary);
     analyzed.symbols.hide_launcher_frames(launcher_files);
+    analyzed.symbols.show_files_as(&shown_file_names(&metadata));
     Ok(PyCapture {
         path,
         info,

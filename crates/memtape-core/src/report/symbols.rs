@@ -66,6 +66,9 @@ pub struct Symbols {
     /// Files of the launcher (`memtape run`'s own code, runpy): outermost frames in them
     /// are left out of stacks, keeping at least one frame.
     launcher_files: Vec<String>,
+    /// Names shown instead of some file names (string id -> name): a notebook cell's
+    /// generated file shows as `Cell In[3]`.
+    shown_as: FxHashMap<u32, Box<str>>,
 }
 
 /// Whether `filename` is one of the launcher `files`, or starts with one of them that ends
@@ -120,8 +123,17 @@ impl Symbols {
         self.stacks.len()
     }
 
-    /// The string with id `id`; [`UNRESOLVED`] when the capture never defined it.
+    /// The string with id `id` as shown (see [`Symbols::show_files_as`]); [`UNRESOLVED`]
+    /// when the capture never defined it.
     pub fn name(&self, id: u32) -> &str {
+        match self.shown_as.get(&id) {
+            Some(shown) => shown,
+            None => self.recorded_name(id),
+        }
+    }
+
+    /// The string with id `id` as recorded.
+    fn recorded_name(&self, id: u32) -> &str {
         match id {
             EMPTY_ID => "",
             _ => self.strings.get(&id).map_or(UNRESOLVED, |s| s),
@@ -143,8 +155,19 @@ impl Symbols {
         self.launcher_files = files;
     }
 
+    /// Shows each recorded string that is a key of `names` as its value (a file name a
+    /// person can read for a generated one). Launcher files still match the recorded names.
+    /// Call once the whole capture has been fed.
+    pub fn show_files_as(&mut self, names: &std::collections::HashMap<String, String>) {
+        self.shown_as = self
+            .strings
+            .iter()
+            .filter_map(|(&id, value)| names.get(&**value).map(|n| (id, n.as_str().into())))
+            .collect();
+    }
+
     fn is_launcher(&self, key: FrameKey) -> bool {
-        is_launcher_file(&self.launcher_files, self.name(key.filename))
+        is_launcher_file(&self.launcher_files, self.recorded_name(key.filename))
     }
 
     /// Appends the frames of `stack` to `out`, innermost first. Stack 0 has none; an
@@ -263,6 +286,54 @@ mod tests {
         assert_eq!(triples(&s, 7), vec![("a.py", "g", 20), ("a.py", "f", 10)]);
         assert_eq!(triples(&s, 3), vec![("a.py", "f", 10)]);
         assert!(triples(&s, 0).is_empty());
+    }
+
+    #[test]
+    fn files_show_as_their_given_names_and_launcher_files_match_recorded_names() {
+        let mut s = Symbols::new();
+        feed(
+            &mut s,
+            &[
+                Record::String {
+                    id: 1,
+                    value: "/tmp/ipykernel_1/42.py",
+                },
+                Record::String {
+                    id: 2,
+                    value: "/tmp/ipykernel_1/7.py",
+                },
+                Record::String { id: 3, value: "f" },
+                Record::Frame {
+                    id: 1,
+                    filename: 1,
+                    name: 3,
+                    line: 5,
+                },
+                Record::Frame {
+                    id: 2,
+                    filename: 2,
+                    name: 3,
+                    line: 1,
+                },
+                Record::Stack {
+                    id: 1,
+                    parent: 0,
+                    frame: 2,
+                },
+                Record::Stack {
+                    id: 2,
+                    parent: 1,
+                    frame: 1,
+                },
+            ],
+        );
+        let names = [
+            ("/tmp/ipykernel_1/42.py".to_owned(), "Cell In[3]".to_owned()),
+            ("/tmp/ipykernel_1/7.py".to_owned(), "Cell In[3]".to_owned()),
+        ];
+        s.show_files_as(&names.into_iter().collect());
+        s.hide_launcher_frames(vec!["/tmp/ipykernel_1/7.py".into()]);
+        assert_eq!(triples(&s, 2), vec![("Cell In[3]", "f", 5)]);
     }
 
     #[test]

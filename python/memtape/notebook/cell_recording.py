@@ -1,0 +1,104 @@
+"""One ``%%memtape`` cell recorded into a capture file, in the kernel's own process.
+
+The kernel's frames (ipykernel, tornado, asyncio, IPython's ``run_cell``, the cell line
+calling the magic, memtape's) sit below the cell's in every stack recorded on its
+thread: they are the capture's launcher frames, which every report leaves out, as it
+does ``memtape run``'s own. Cells are shown by their label (``Cell In[3]``), not by the
+file name IPython generated for them."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+
+from memtape import __version__, _native
+from memtape._program import program_launcher_files
+
+#: Frames kept per stack below the magic, on top of the kernel's own (as ``memtape run``).
+NFRAME = 64
+
+
+@dataclass(frozen=True)
+class CellCapture:
+    """A finished cell's capture, analyzed."""
+
+    label: str
+    path: str
+    saved: bool
+    capture: _native.Capture
+    events: int
+    raised: BaseException | None
+
+
+def kernel_files() -> list[str]:
+    """The files of every frame below the caller: the same below the cell's code."""
+    files: list[str] = []
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename not in files:
+            files.append(filename)
+        frame = frame.f_back  # type: ignore[assignment]
+    return files
+
+
+def _depth() -> int:
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back  # type: ignore[assignment]
+    return depth
+
+
+def metadata(label: str, native_heap: bool, shown_files: dict[str, str]) -> str:
+    """The capture header's metadata for a cell."""
+    nframe = NFRAME + _depth()
+    return json.dumps(
+        {
+            "launcher_files": [*program_launcher_files()[:1], *kernel_files()],
+            "file_names": shown_files,
+            "tool": "memtape",
+            "tool_version": __version__,
+            "pid": os.getpid(),
+            "argv": [label],
+            "command": "%%memtape",
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "start_time_ns": time.time_ns(),
+            "nframe": nframe,
+            "min_size": 0,
+            "native_heap": native_heap,
+        }
+    )
+
+
+def start(path: str, meta: str, native_heap: bool) -> str | None:
+    """Starts recording into ``path``; None, or why it cannot (a capture already records:
+    ``memtape run`` around the kernel, or a ``%%memtape`` inside another; a bad path)."""
+    try:
+        _native._start_capture(path, meta, 0, native_heap)
+    except (RuntimeError, OSError) as exc:
+        return str(exc)
+    return None
+
+
+def stop(raised: BaseException | None) -> int:
+    """Ends the capture, noting how the cell ended; the number of events."""
+    if raised is None:
+        exit_kind, code = "normal", 0
+    elif isinstance(raised, KeyboardInterrupt):
+        exit_kind, code = "signal", 130
+    else:
+        exit_kind, code = "exception", 1
+    events, _ = _native._stop_capture(exit_kind, code)
+    return events
+
+
+def analyze(
+    path: str, saved: bool, label: str, events: int, raised: BaseException | None
+) -> CellCapture:
+    """Reads the finished capture."""
+    return CellCapture(label, path, saved, _native.analyze_capture(path), events, raised)

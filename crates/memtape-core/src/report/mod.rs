@@ -29,6 +29,7 @@ mod series;
 mod sites;
 mod symbols;
 mod text;
+mod ticks;
 mod units;
 
 #[cfg(all(test, feature = "slow-tests"))]
@@ -48,6 +49,7 @@ pub use sites::{
     compare_frames, group_sites, group_sites_with_tracebacks, sort_sites, Frame, Site, SiteDetail,
 };
 pub use symbols::{is_launcher_file, FrameKey, FrameRef, Symbols, UNRESOLVED};
+pub use ticks::{Tick, Ticks, DEFAULT_MAX_TICKS, FIRST_TICK_SHIFT};
 pub use text::{
     diff_text, frame_location, has_several_sources, site_location, source_split_text, stats_text,
     top_text,

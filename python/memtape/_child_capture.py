@@ -28,6 +28,7 @@ unrecorded.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import platform
@@ -76,18 +77,23 @@ def child_path(stem: str, pid: int) -> str:
     return f"{stem}.{pid}{SUFFIX}"
 
 
-# This process's plan and role, once following is on here.
-_plan: FollowPlan | None = None
-_start_method = "root"
-# The capture this module started in this process (its path), if any.
-_recording: str | None = None
+class _Following:
+    """This process's part in a followed run."""
+
+    #: The run's plan, once following is on here.
+    plan: FollowPlan | None = None
+    #: How this process started ("root", "spawn", "fork", ...).
+    start_method = "root"
+    #: The capture this module started in this process (its path), if any.
+    recording: str | None = None
+
+
+_here = _Following()
 
 
 def _warn(message: str) -> None:
-    try:
+    with contextlib.suppress(Exception):  # stderr closed: stay silent rather than fail
         print(f"memtape: {message}", file=sys.stderr)
-    except Exception:  # noqa: BLE001 - stderr closed: stay silent rather than fail
-        pass
 
 
 def _exec_start_method() -> str:
@@ -131,7 +137,6 @@ def _metadata(plan: FollowPlan, start_method: str, parent_pid: int) -> str:
 
 def _start(plan: FollowPlan, start_method: str, parent_pid: int) -> None:
     """Starts this process's capture and its exit hooks; warns and returns on failure."""
-    global _recording
     from memtape import _native
     from memtape.cli.run_end import CaptureEnd, ExitHooks
 
@@ -143,7 +148,7 @@ def _start(plan: FollowPlan, start_method: str, parent_pid: int) -> None:
     except (OSError, RuntimeError, ValueError) as exc:
         _warn(f"not recording child process {os.getpid()}: {exc}")
         return
-    _recording = path
+    _here.recording = path
     token = _native._own_work_begin()
     try:
         end = CaptureEnd(path, path, quiet=True)
@@ -156,15 +161,14 @@ def _start(plan: FollowPlan, start_method: str, parent_pid: int) -> None:
 
 def _on_fork() -> None:
     """``os.register_at_fork(after_in_child=...)``: the forked child records itself."""
-    global _start_method, _recording
-    plan = _plan
+    plan = _here.plan
     if plan is None:
         return
-    _recording = None
-    parent_role = _start_method
-    _start_method = "forkserver" if parent_role == "forkserver-server" else "fork"
+    _here.recording = None
+    parent_role = _here.start_method
+    _here.start_method = "forkserver" if parent_role == "forkserver-server" else "fork"
     try:
-        _start(plan, _start_method, os.getppid())
+        _start(plan, _here.start_method, os.getppid())
     except Exception as exc:  # noqa: BLE001 - the child must run on whatever happens
         _warn(f"not recording child process {os.getpid()}: {exc}")
 
@@ -172,9 +176,8 @@ def _on_fork() -> None:
 def follow(plan: FollowPlan, start_method: str = "root") -> None:
     """Follows this process's children from now on (the root calls it once its own
     capture runs; a followed child calls it at start-up)."""
-    global _plan, _start_method
-    first = _plan is None
-    _plan, _start_method = plan, start_method
+    first = _here.plan is None
+    _here.plan, _here.start_method = plan, start_method
     os.environ[ENV_VAR] = plan.to_env()
     if first:
         os.register_at_fork(after_in_child=_on_fork)
@@ -182,17 +185,16 @@ def follow(plan: FollowPlan, start_method: str = "root") -> None:
 
 def recording() -> str | None:
     """The capture this module started in this process, if it runs."""
-    return _recording
+    return _here.recording
 
 
 def abandon() -> None:
     """Stops and removes this process's child capture (a child that is itself
     ``memtape run`` records into its own file instead)."""
-    global _recording
-    path = _recording
+    path = _here.recording
     if path is None:
         return
-    _recording = None
+    _here.recording = None
     from memtape import _native
 
     try:
@@ -206,7 +208,7 @@ def activate() -> None:
     """At interpreter start-up (from ``memtape_startup.pth``): record this new child.
     Idempotent (``site`` may read the same ``.pth`` twice in a virtual environment)."""
     text = os.environ.get(ENV_VAR, "")
-    if not text or _plan is not None:
+    if not text or _here.plan is not None:
         return
     try:
         plan = FollowPlan.from_env(text)
@@ -221,4 +223,3 @@ def activate() -> None:
         _start(plan, start_method, os.getppid())
     except Exception as exc:  # noqa: BLE001 - the child must run on whatever happens
         _warn(f"not recording child process {os.getpid()}: {exc}")
-

@@ -140,6 +140,7 @@ class Capture:
         progress: Callable[[int, int], None] | None = None,
     ) -> int: ...
 
+def capture_metadata(path: str) -> str: ...
 def analyze_capture(
     path: str,
     *,

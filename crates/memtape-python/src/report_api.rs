@@ -285,6 +285,13 @@ pub(crate) fn analyze_capture(
     })
 }
 
+/// The header's metadata (JSON text) of a capture file, without reading its events.
+#[pyfunction]
+pub(crate) fn capture_metadata(path: PathBuf) -> PyResult<String> {
+    let (reader, _, _) = open(&path)?;
+    Ok(reader.metadata_json().to_owned())
+}
+
 #[pymethods]
 impl PyCapture {
     /// The header's metadata (JSON text).

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -118,6 +119,10 @@ def open_set(
 ) -> ProcessSet:
     """The set whose root is ``path`` (a plain capture is a set of one); with ``pid``,
     only that process. Exits with status 2 when ``pid`` is not in the set."""
+    if pid is not None:
+        alone = _one_process(command, path, pid, moments)
+        if alone is not None:
+            return ProcessSet([alone])
     root = _process(path, open_capture(command, path, moments if pid is None else ()))
     processes = [root]
     run_id = root.meta.get("run_id")
@@ -140,6 +145,24 @@ def open_set(
     if chosen[0] is not root and moments:
         chosen = [_process(chosen[0].path, open_capture(command, chosen[0].path, moments))]
     return ProcessSet(chosen)
+
+
+def _one_process(command: str, path: str, pid: int, moments: Sequence[str]) -> Process | None:
+    """Process ``pid``'s capture read alone (not the whole set): the root's, or a child's
+    whose name and run id match the root's; else None."""
+    try:
+        root_meta = json.loads(_native.capture_metadata(path))
+        if root_meta.get("pid") == pid:
+            return _process(path, open_capture(command, path, moments))
+        own = child_path(stem_of(path), pid)
+        run_id = root_meta.get("run_id")
+        if run_id is None or not os.path.isfile(own):
+            return None
+        if json.loads(_native.capture_metadata(own)).get("run_id") != run_id:
+            return None
+    except (OSError, ValueError):
+        return None
+    return _process(own, open_capture(command, own, moments))
 
 
 def _ticks_on(p: Process, origin_ns: int, shift: int) -> tuple[dict[int, Tick], int]:

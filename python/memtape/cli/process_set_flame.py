@@ -66,8 +66,9 @@ def combined_page(pset: ps.ProcessSet, at: str, title: str, subtitle: str) -> st
         own = data["nodes"]
         if not own or own[0][1] <= 0:
             continue
-        argv = " ".join(str(a) for a in p.meta.get("argv") or [])
-        frames.append([intern(f"pid {p.pid} ({p.start_method})"), intern(argv), 0])
+        # No file: the frame reads "pid N (how)" (the page's script shows "(file:line)"
+        # only for frames that have a file).
+        frames.append([intern(f"pid {p.pid} ({p.start_method})"), intern(""), 0])
         nodes.append([len(frames) - 1, own[0][1], own[0][2]])
         remap: dict[int, int] = {}
         for i, (function, filename, line) in enumerate(data["frames"]):
@@ -96,7 +97,7 @@ def combined_page(pset: ps.ProcessSet, at: str, title: str, subtitle: str) -> st
 def combined_folded(pset: ps.ProcessSet, at: str) -> str:
     """Folded stacks of every process, each under a ``pid N (how)`` frame."""
     combined = pset.combined() if at == "peak" else None
-    lines = []
+    lines: list[str] = []
     for p in pset.processes:
         live = _live_set(p, at, combined)
         if live is None:

@@ -110,7 +110,9 @@ def _chart(pset: ps.ProcessSet, combined: ps.Combined) -> str:
     y_max = max(combined.peak_bytes, 1)
 
     def xy(t: int, b: int) -> str:
-        return f"{40 + t * (CHART_W - 50) / t_max:.1f},{CHART_H - 20 - b * (CHART_H - 40) / y_max:.1f}"
+        return (
+            f"{40 + t * (CHART_W - 50) / t_max:.1f},{CHART_H - 20 - b * (CHART_H - 40) / y_max:.1f}"
+        )
 
     parts = [
         f'<svg id="combined-chart" width="{CHART_W}" height="{CHART_H}" '
@@ -126,7 +128,9 @@ def _chart(pset: ps.ProcessSet, combined: ps.Combined) -> str:
             f"<title>{escape(p.label)}</title></polyline>"
         )
     pts = " ".join(xy(t, b) for t, b in total)
-    parts.append(f'<polyline id="combined-line" points="{pts}"><title>all processes</title></polyline>')
+    parts.append(
+        f'<polyline id="combined-line" points="{pts}"><title>all processes</title></polyline>'
+    )
     px, py = xy(combined.peak_time_ns, combined.peak_bytes).split(",")
     parts.append(
         f'<circle id="combined-peak-marker" cx="{px}" cy="{py}" r="4" fill="#c0392b" '
@@ -188,9 +192,7 @@ def set_report(pset: ps.ProcessSet, top: int, source: str) -> str:
     sites = ps.combined_sites(pset, "lineno", "peak", combined)
     sum_of_peaks = sum(int(p.summary["peak"]["bytes"]) for p in pset.processes)
     flame = combined_page(pset, "peak", "memory live at the combined peak", source)
-    options = "".join(
-        f'<option value="{p.pid}">{escape(p.label)}</option>' for p in pset.processes
-    )
+    options = "".join(f'<option value="{p.pid}">{escape(p.label)}</option>' for p in pset.processes)
     reports = {str(p.pid): p.capture.html_report(top) for p in pset.processes}
     n = len(pset.processes)
     return (

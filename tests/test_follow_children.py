@@ -15,20 +15,20 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from child_python import describe
-from headless_chromium import ChromiumUnavailable, HeadlessChromium
+from headless_chromium import HeadlessChromium
 from memtape_cli import Site, memtape, ok, read_json, sites, within, write_program
 from source_lines import line_of
+from test_cli_html import browser  # noqa: F401 - the module-scoped Chromium fixture
 
 MiB = 2**20
 POOL, PROCESS, EXECUTOR, SUBPROCESS = 3_100_000, 4_200_000, 5_300_000, 12_400_000
 
-PROGRAM = """
+PROGRAM = f"""
 import multiprocessing as mp
 import subprocess
 import sys
@@ -66,13 +66,13 @@ if __name__ == "__main__":
             subprocess.Popen([sys.executable, "-I", child])]
     assert [c.wait() for c in both] == [0, 0]
     print("done")
-""".format(POOL=POOL, PROCESS=PROCESS, EXECUTOR=EXECUTOR)
+"""
 
-CHILD = """
+CHILD = f"""
 import time
 block = bytearray({SUBPROCESS})  # @tm:subprocess
 time.sleep(0.5)
-""".format(SUBPROCESS=SUBPROCESS)
+"""
 
 # The sizes each kind of child holds, by its start method in the capture's metadata.
 WORKER_TAGS = {"pool": POOL, "process": PROCESS, "executor": EXECUTOR}
@@ -265,20 +265,10 @@ READ_SET_PAGE = r"""
 """
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[HeadlessChromium]:
-    try:
-        chromium = HeadlessChromium()
-    except ChromiumUnavailable as exc:
-        pytest.fail(f"headless Chromium is required for the HTML tests: {exc}")
-    try:
-        yield chromium
-    finally:
-        chromium.close()
-
-
 def test_html_report_has_a_process_selector(
-    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, browser: HeadlessChromium
+    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path: Path,
+    browser: HeadlessChromium,  # noqa: F811 - test_cli_html's fixture
 ) -> None:
     run = run_of("spawn", tmp_path_factory)
     page_path = tmp_path / "report.html"

@@ -49,11 +49,11 @@ pub use sites::{
     compare_frames, group_sites, group_sites_with_tracebacks, sort_sites, Frame, Site, SiteDetail,
 };
 pub use symbols::{is_launcher_file, FrameKey, FrameRef, Symbols, UNRESOLVED};
-pub use ticks::{Tick, Ticks, DEFAULT_MAX_TICKS, FIRST_TICK_SHIFT};
 pub use text::{
     diff_text, frame_location, has_several_sources, site_location, source_split_text, stats_text,
     top_text,
 };
+pub use ticks::{Tick, Ticks, DEFAULT_MAX_TICKS, FIRST_TICK_SHIFT};
 pub use units::{grouped, human_duration, human_size, human_size_diff, percent, signed_count};
 
 pub use crate::trace_set::GroupBy;

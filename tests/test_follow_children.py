@@ -3,7 +3,8 @@ the parent's, and the reports read the set (issue 9, item 3).
 
 One program per start method (fork, forkserver, spawn) starts a ``Pool`` worker, a
 ``Process`` and a ``ProcessPoolExecutor`` worker of that method, then two ``subprocess``
-children running python at once (one with ``-I``). Each child allocates a size of its
+children running python at once (one with ``-I``); one more ``Process`` is ended by
+``terminate()`` (SIGTERM) while it holds its block. Each child allocates a size of its
 own on a line of its own; the two subprocess children hold theirs at the same time, so
 the combined peak must count both, while the pool, process and executor children come
 and go one after another.
@@ -27,6 +28,7 @@ from test_cli_html import browser  # noqa: F401 - the module-scoped Chromium fix
 
 MiB = 2**20
 POOL, PROCESS, EXECUTOR, SUBPROCESS = 3_100_000, 4_200_000, 5_300_000, 12_400_000
+TERMINATED = 6_400_000
 
 PROGRAM = f"""
 import multiprocessing as mp
@@ -51,6 +53,12 @@ def executor_task(n):
     return len(block)
 
 
+def terminated_task(n, ready):
+    block = bytearray(n)  # @tm:terminated
+    ready.set()
+    time.sleep(60)
+
+
 if __name__ == "__main__":
     ctx = mp.get_context(sys.argv[1])
     with ctx.Pool(1) as pool:  # leaving the block SIGTERMs the worker
@@ -61,6 +69,13 @@ if __name__ == "__main__":
     assert p.exitcode == 0
     with ProcessPoolExecutor(1, mp_context=ctx) as ex:
         assert ex.submit(executor_task, {EXECUTOR}).result() == {EXECUTOR}
+    ready = ctx.Event()
+    p = ctx.Process(target=terminated_task, args=({TERMINATED}, ready))
+    p.start()
+    assert ready.wait(60)
+    p.terminate()
+    p.join()
+    assert p.exitcode == -15, p.exitcode
     child = sys.argv[2]
     both = [subprocess.Popen([sys.executable, child]),
             subprocess.Popen([sys.executable, "-I", child])]
@@ -75,7 +90,12 @@ time.sleep(0.5)
 """
 
 # The sizes each kind of child holds, by its start method in the capture's metadata.
-WORKER_TAGS = {"pool": POOL, "process": PROCESS, "executor": EXECUTOR}
+WORKER_TAGS = {
+    "pool": POOL,
+    "process": PROCESS,
+    "executor": EXECUTOR,
+    "terminated": TERMINATED,
+}
 
 
 class Run:
@@ -142,7 +162,7 @@ def test_each_child_has_its_own_capture_beside_the_parent(run: Run) -> None:
     assert root["start_method"] == "root" and root["parent_pid"] is None
     worker_method = "forkserver" if run.method == "forkserver" else run.method
     workers = run.children(worker_method)
-    assert len(workers) >= 3, run.processes()  # pool, process, executor
+    assert len(workers) >= 4, run.processes()  # pool, process, executor, terminated
     subprocesses = run.children("subprocess")
     assert len(subprocesses) == 2, run.processes()
     for p in run.processes()[1:]:
@@ -160,11 +180,10 @@ def test_each_child_has_its_own_capture_beside_the_parent(run: Run) -> None:
 def test_each_child_attributes_its_line_and_size(run: Run) -> None:
     for tag, size in {**WORKER_TAGS, "subprocess": SUBPROCESS}.items():
         holder(run, tag, size)
-    # The pool's worker was ended by SIGTERM (Pool.__exit__ terminates): still complete,
-    # and says so.
-    pool = holder(run, "pool", POOL)
-    assert pool["run"]["exit"] in ("signal", "os._exit"), pool["run"]
-    assert not pool["run"]["cut_short"]
+    # The worker multiprocessing ended with SIGTERM: complete, and says so.
+    terminated = holder(run, "terminated", TERMINATED)
+    assert terminated["run"]["exit"] == "signal" and terminated["run"]["exit_code"] == 143
+    assert not terminated["run"]["cut_short"]
 
 
 def test_combined_peak_is_the_highest_sum_at_one_moment(run: Run) -> None:
@@ -177,7 +196,7 @@ def test_combined_peak_is_the_highest_sum_at_one_moment(run: Run) -> None:
     assert both <= {int(pid) for pid in peak["by_pid"]}, peak
     assert sum(peak["by_pid"].values()) == peak["bytes"]
     # Not the sum of the peaks: the workers came and went before.
-    workers = POOL + PROCESS + EXECUTOR
+    workers = POOL + PROCESS + EXECUTOR + TERMINATED
     assert combined["sum_of_peaks"] >= 2 * SUBPROCESS + workers
     assert peak["bytes"] < combined["sum_of_peaks"] - workers // 2
     # Totals add every process.

@@ -19,6 +19,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from memtape import _native
@@ -39,7 +40,11 @@ class Process:
     path: str
     capture: _native.Capture
     meta: dict[str, Any]
-    summary: dict[str, Any]
+
+    @cached_property
+    def summary(self) -> dict[str, Any]:
+        """The capture's ``stats --json`` numbers (made on first use)."""
+        return dict(json.loads(self.capture.summary_json(0)))
 
     @property
     def pid(self) -> int:
@@ -67,8 +72,7 @@ class Process:
 
 
 def _process(path: str, capture: _native.Capture) -> Process:
-    meta = json.loads(capture.metadata_json or "{}")
-    return Process(path, capture, meta, json.loads(capture.summary_json(0)))
+    return Process(path, capture, json.loads(capture.metadata_json or "{}"))
 
 
 @dataclass

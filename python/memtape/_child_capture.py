@@ -35,6 +35,10 @@ import platform
 import sys
 import time
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memtape.cli.run_end import CaptureEnd, ExitHooks
 
 ENV_VAR = "MEMTAPE_FOLLOW_CHILDREN"
 SUFFIX = ".mtape"
@@ -86,6 +90,9 @@ class _Following:
     start_method = "root"
     #: The capture this module started in this process (its path), if any.
     recording: str | None = None
+    #: Its end and exit hooks.
+    end: CaptureEnd | None = None
+    hooks: ExitHooks | None = None
 
 
 _here = _Following()
@@ -152,7 +159,9 @@ def _start(plan: FollowPlan, start_method: str, parent_pid: int) -> None:
     token = _native._own_work_begin()
     try:
         end = CaptureEnd(path, path, quiet=True)
-        ExitHooks(end).install()
+        hooks = ExitHooks(end)
+        hooks.install()
+        _here.end, _here.hooks = end, hooks
         # Registered first in a new interpreter, so it runs after the program's handlers.
         atexit.register(end.finish, "interpreter-exit", 0)
     finally:
@@ -164,7 +173,7 @@ def _on_fork() -> None:
     plan = _here.plan
     if plan is None:
         return
-    _here.recording = None
+    _here.recording, _here.end, _here.hooks = None, None, None
     parent_role = _here.start_method
     _here.start_method = "forkserver" if parent_role == "forkserver-server" else "fork"
     try:
@@ -197,6 +206,9 @@ def abandon() -> None:
     _here.recording = None
     from memtape import _native
 
+    if _here.end is not None and _here.hooks is not None:
+        _here.end.disown()
+        _here.hooks.remove()
     try:
         _native._stop_capture("abandoned", 0)
         os.remove(path)

@@ -47,6 +47,11 @@ class CaptureEnd:
         self._done = threading.Event()
         self._finisher: int | None = None
 
+    def disown(self) -> None:
+        """The capture was ended elsewhere: every later way out leaves it alone."""
+        self._claim.acquire(blocking=False)
+        self._done.set()
+
     def finishing_here(self) -> bool:
         """Whether this thread is inside :meth:`finish` now (a signal handler may run
         between its bytecodes)."""

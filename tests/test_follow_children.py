@@ -312,3 +312,18 @@ def test_html_report_has_a_process_selector(
         top = picked["top"][0]
         assert top["loc"] == f"{run.script}:{line_of(run.script, tag)} in {tag}_task"
         assert within(top["bytes"], size)
+
+
+def test_a_child_running_memtape_run_records_into_its_own_file(tmp_path: Path) -> None:
+    inner = tmp_path / "inner.mtape"
+    code = (
+        "import subprocess, sys\n"
+        f"subprocess.run([sys.executable, '-m', 'memtape', 'run', '-q', '-o', {str(inner)!r},"
+        " '-c', 'x = bytearray(2_000_000)'], check=True)\n"
+    )
+    outer = tmp_path / "outer.mtape"
+    ok(memtape("run", "-q", "--follow-children", "-o", outer, "-c", code))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inner.mtape", "outer.mtape"]
+    top = sites(read_json("top", inner, "--limit", "1")["sites"])[0]
+    assert top.filename == "<string>" and within(top.bytes, 2_000_000)
+    assert "combined" not in read_json("stats", outer)

@@ -16,6 +16,7 @@ import json
 from html import escape
 
 from memtape.cli import process_set as ps
+from memtape.cli import process_set_sites as pss
 from memtape.cli.process_set_flame import combined_page
 
 CHART_W, CHART_H = 900, 220
@@ -169,7 +170,7 @@ def _process_rows(pset: ps.ProcessSet, combined: ps.Combined) -> str:
     return f'<table id="processes">{head}{"".join(rows)}</table>'
 
 
-def _site_rows(sites: list[ps.SetSite], limit: int) -> str:
+def _site_rows(sites: list[pss.SetSite], limit: int) -> str:
     rows = []
     for i, s in enumerate(sites[:limit], 1):
         pids = ", ".join(str(pid) for pid, b in sorted(s.by_pid.items()) if b)
@@ -177,7 +178,7 @@ def _site_rows(sites: list[ps.SetSite], limit: int) -> str:
             f'<tr class="site" data-rank="{i}" data-bytes="{s.bytes}" data-count="{s.count}">'
             f'<td class="num">{i}</td><td class="num">{escape(ps.size(s.bytes))}</td>'
             f'<td class="num">{s.count:,}</td><td class="loc">'
-            f"{escape(ps.site_location(s.frames))}</td><td>{escape(pids)}</td></tr>"
+            f"{escape(pss.site_location(s.frames))}</td><td>{escape(pids)}</td></tr>"
         )
     head = (
         "<tr><th class=num>#</th><th class=num>Size</th><th class=num>Count</th>"
@@ -189,7 +190,7 @@ def _site_rows(sites: list[ps.SetSite], limit: int) -> str:
 def set_report(pset: ps.ProcessSet, top: int, source: str) -> str:
     """The whole page."""
     combined = pset.combined()
-    sites = ps.combined_sites(pset, "lineno", "peak", combined)
+    sites = pss.combined_sites(pset, "lineno", "peak", combined)
     sum_of_peaks = sum(int(p.summary["peak"]["bytes"]) for p in pset.processes)
     flame = combined_page(pset, "peak", "memory live at the combined peak", source)
     options = "".join(f'<option value="{p.pid}">{escape(p.label)}</option>' for p in pset.processes)

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from memtape.cli import process_set as ps
+from memtape.cli import process_set_sites as pss
 
 
 def main(argv: list[str]) -> int:
@@ -38,7 +39,7 @@ def _totals(pset: ps.ProcessSet) -> dict[str, int]:
 
 def _combined(pset: ps.ProcessSet, limit: int, as_json: bool) -> int:
     combined = pset.combined()
-    sites = ps.combined_sites(pset, "lineno", "peak", combined)
+    sites = pss.combined_sites(pset, "lineno", "peak", combined)
     sum_of_peaks = sum(int(p.summary["peak"]["bytes"]) for p in pset.processes)
     totals = _totals(pset)
     if as_json:
@@ -54,7 +55,7 @@ def _combined(pset: ps.ProcessSet, limit: int, as_json: bool) -> int:
             },
             "sum_of_peaks": sum_of_peaks,
             "totals": totals,
-            "top": ps.sites_json(sites, limit),
+            "top": pss.sites_json(sites, limit),
         }
         data["processes"] = [
             {
@@ -103,6 +104,6 @@ def _combined(pset: ps.ProcessSet, limit: int, as_json: bool) -> int:
     for r in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
     print("\nTop allocation sites at the combined peak (all processes):")
-    print(ps.sites_text(sites, limit))
+    print(pss.sites_text(sites, limit))
     print(f"\nOne process: memtape stats {root.path} --pid PID")
     return 0

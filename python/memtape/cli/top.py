@@ -8,6 +8,7 @@ import argparse
 import json
 
 from memtape.cli import process_set as ps
+from memtape.cli import process_set_sites as pss
 
 
 def main(argv: list[str]) -> int:
@@ -43,17 +44,17 @@ def main(argv: list[str]) -> int:
 
 
 def _combined(pset: ps.ProcessSet, by: str, at: str, limit: int, as_json: bool) -> int:
-    sites = ps.combined_sites(pset, by, at)
+    sites = pss.combined_sites(pset, by, at)
     if as_json:
         data = {
             "processes": [p.pid for p in pset.processes],
             "at": "combined peak" if at == "peak" else "end",
             "total_bytes": sum(s.bytes for s in sites),
-            "sites": ps.sites_json(sites, limit),
+            "sites": pss.sites_json(sites, limit),
         }
         print(json.dumps(data, separators=(",", ":")))
         return 0
     when = "at the combined peak" if at == "peak" else "never freed (live at each one's end)"
     print(f"All {len(pset.processes)} processes, {when}:")
-    print(ps.sites_text(sites, limit))
+    print(pss.sites_text(sites, limit))
     return 0

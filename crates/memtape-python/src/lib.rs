@@ -87,6 +87,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NUMPY_DOMAIN", numpy_handler::NUMPY_DOMAIN)?;
     m.add_class::<report_api::PyCapture>()?;
     m.add_function(wrap_pyfunction!(report_api::analyze_capture, m)?)?;
+    m.add_function(wrap_pyfunction!(report_api::capture_metadata, m)?)?;
     m.add(
         "CaptureFileError",
         py.get_type::<report_api::CaptureFileError>(),

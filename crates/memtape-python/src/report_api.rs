@@ -17,7 +17,7 @@ use memtape_core::report::{
     compare, diff_text, flamegraph_html, folded, group_sites, has_several_sources, html_report,
     json_diff, json_sites, json_summary, source_split_text, stats_text, top_text, total_bytes,
     Analysis, HtmlReportOptions, Moment, ReplayOptions, ReplayResult, RunInfo, Site, StackTotal,
-    Symbols,
+    Symbols, Ticks,
 };
 use memtape_core::{
     Action, Event, EventRing, GroupBy, LiveEntry, LiveTable, MemorySnapshot, ResolvedFrame,
@@ -204,6 +204,8 @@ pub(crate) struct PyCapture {
     metadata: String,
     /// The moments asked for, as given.
     moment_names: Vec<String>,
+    /// Live bytes per clock tick (for adding processes' memory over time).
+    ticks: Ticks,
 }
 
 impl PyCapture {
@@ -274,7 +276,11 @@ pub(crate) fn analyze_capture(
         ..ReplayOptions::default()
     };
     let mut analysis = Analysis::new(options);
-    let (metadata, summary) = stream(py, &path, progress, |r| analysis.feed(r))?;
+    let mut ticks = Ticks::default();
+    let (metadata, summary) = stream(py, &path, progress, |r| {
+        analysis.feed(r);
+        ticks.observe(r, analysis.current_bytes());
+    })?;
     let mut analyzed = analysis.finish();
     let (info, nframe, launcher_files) = run_info(&path, &metadata, &summary);
     analyzed.symbols.hide_launcher_frames(launcher_files);
@@ -291,7 +297,15 @@ pub(crate) fn analyze_capture(
             .iter()
             .map(|m| m.trim_start_matches("marker:").to_owned())
             .collect(),
+        ticks,
     })
+}
+
+/// The header's metadata (JSON text) of a capture file, without reading its events.
+#[pyfunction]
+pub(crate) fn capture_metadata(path: PathBuf) -> PyResult<String> {
+    let (reader, _, _) = open(&path)?;
+    Ok(reader.metadata_json().to_owned())
 }
 
 #[pymethods]
@@ -333,6 +347,18 @@ impl PyCapture {
     #[getter]
     fn events(&self) -> u64 {
         self.result.events
+    }
+
+    /// `(tick width in ns, [(tick, highest live bytes, live bytes at its end)])`: live
+    /// memory per clock tick since the start, only ticks that saw events.
+    #[getter]
+    fn ticks(&self) -> (u64, Vec<(u64, u64, u64)>) {
+        let points = self.ticks.points();
+        let rows = points
+            .iter()
+            .map(|t| (t.index, t.max_bytes, t.end_bytes))
+            .collect();
+        (self.ticks.width_ns(), rows)
     }
 
     /// Frames kept per stack when recording (0: all).

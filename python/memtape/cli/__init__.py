@@ -1,12 +1,15 @@
 """The ``memtape`` command: record a program, then read the recording.
 
-    memtape run [-o FILE] [--nframe N] [--min-size BYTES] [--force] script.py [args]
+    memtape run [-o FILE] [--nframe N] [--min-size BYTES] [--follow-children] script.py [args]
     memtape stats FILE                  totals, peak and when, top sites
     memtape top FILE [--by lineno|filename|traceback] [--limit N]
     memtape diff FILE_A [FILE_B]        what grew (tracemalloc's compare_to)
     memtape flamegraph FILE -o out.html [--leaks]
     memtape report FILE -o report.html  one offline page
     memtape export FILE --format torch|tracemalloc|json -o OUT
+
+With ``--follow-children`` each child Python records ``FILE.<pid>.mtape`` beside FILE;
+every reading command then reads them all (combined), or one with ``--pid PID``.
 
 Every reading command exits with status 2, naming the file and the byte offset, when a
 file is truncated in its header, corrupt or not a capture.

@@ -4,7 +4,9 @@
     memtape diff FILE --from A --to B     two moments of one file
 
 A moment is ``start``, ``peak``, ``end``, ``marker:LABEL`` (from ``memtape.mark``) or a
-time since the start like ``1.5s`` or ``250ms``.
+time since the start like ``1.5s`` or ``250ms``. With ``--follow-children`` captures,
+``--pid PID`` compares that process (in both files: the same pid, or, with two files,
+``--pid`` for OLD and ``--new-pid`` for NEW); without it, the root processes.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import re
 
 from memtape.cli.capture_file import fail, open_capture
+from memtape.cli.process_set import open_set
 
 _TIME = re.compile(r"^(\d+(?:\.\d*)?)(ns|us|ms|s)$")
 _SCALE = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -42,7 +45,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--by", choices=("lineno", "filename", "traceback"), default="lineno")
     p.add_argument("--limit", type=int, default=10)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--pid", type=int, default=None, help="the process to compare (OLD's)")
+    p.add_argument("--new-pid", type=int, default=None, help="NEW's process (default --pid)")
     args = p.parse_args(argv)
+    if args.pid is not None or args.new_pid is not None:
+        args.old = _process_path(args.old, args.pid)
+        if args.new is not None:
+            args.new = _process_path(args.new, args.new_pid or args.pid)
     start, stop = args.start or "end", args.stop or "end"
     if args.new is None and args.start is None and args.stop is None:
         fail("diff", "give two captures, or one capture with --from and --to")
@@ -80,3 +89,10 @@ def main(argv: list[str]) -> int:
         cells = ", ".join(f"{name} {value:+,} B" for name, value in change.items())
         print(f"By source (NEW - OLD): {cells}")
     return 0
+
+
+def _process_path(path: str, pid: int | None) -> str:
+    """The capture of process ``pid`` in the set whose root is ``path``."""
+    if pid is None:
+        return path
+    return open_set("diff", path, pid).root.path

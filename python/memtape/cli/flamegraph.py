@@ -1,12 +1,14 @@
 """``memtape flamegraph FILE -o out.html``: memory live at the peak as a flame graph
 (what was allocated, and still held, when memory use was highest); ``--leaks`` shows
-memory allocated and never freed instead."""
+memory allocated and never freed instead. For a ``--follow-children`` capture: every
+process under one root (at the combined peak, or never freed); ``--pid`` shows one."""
 
 from __future__ import annotations
 
 import argparse
 
-from memtape.cli.capture_file import open_capture, refuse_overwrite, write_text
+from memtape.cli import process_set as ps
+from memtape.cli.capture_file import refuse_overwrite, write_text
 
 
 def main(argv: list[str]) -> int:
@@ -16,10 +18,24 @@ def main(argv: list[str]) -> int:
     p.add_argument("--leaks", action="store_true", help="memory never freed (live at the end)")
     p.add_argument("--folded", action="store_true", help="write folded stacks instead of HTML")
     p.add_argument("--force", action="store_true", help="overwrite the output file")
+    ps.add_pid_option(p)
     args = p.parse_args(argv)
     refuse_overwrite("flamegraph", args.output, args.force)
-    capture = open_capture("flamegraph", args.file)
+    pset = ps.open_set("flamegraph", args.file, args.pid)
     at = "end" if args.leaks else "peak"
+    if len(pset.processes) > 1:
+        from memtape.cli import process_set_flame
+
+        if args.folded:
+            write_text("flamegraph", args.output, process_set_flame.combined_folded(pset, at))
+        else:
+            what = "never freed" if args.leaks else "live at the combined peak"
+            title = f"memtape: memory {what}, {len(pset.processes)} processes"
+            page = process_set_flame.combined_page(pset, at, title, args.file)
+            write_text("flamegraph", args.output, page)
+        print(f"wrote {args.output}")
+        return 0
+    capture = pset.root.capture
     if args.folded:
         write_text("flamegraph", args.output, capture.folded(at))
         return 0

@@ -1,12 +1,14 @@
 """``memtape report FILE -o report.html``: one self-contained page that works offline:
 memory over time, the flame graph at the peak, the top sites, leaks and the run's
-metadata."""
+metadata. For a ``--follow-children`` capture: a page with a process selector (all
+processes combined, or each one's own report); ``--pid`` writes one process' report."""
 
 from __future__ import annotations
 
 import argparse
 
-from memtape.cli.capture_file import open_capture, refuse_overwrite, write_text
+from memtape.cli import process_set as ps
+from memtape.cli.capture_file import refuse_overwrite, write_text
 
 
 def main(argv: list[str]) -> int:
@@ -15,9 +17,16 @@ def main(argv: list[str]) -> int:
     p.add_argument("-o", "--output", required=True, help="the HTML file to write")
     p.add_argument("--top", type=int, default=50, help="sites in the table (default 50)")
     p.add_argument("--force", action="store_true", help="overwrite the output file")
+    ps.add_pid_option(p)
     args = p.parse_args(argv)
     refuse_overwrite("report", args.output, args.force)
-    capture = open_capture("report", args.file)
-    write_text("report", args.output, capture.html_report(args.top))
+    pset = ps.open_set("report", args.file, args.pid)
+    if len(pset.processes) > 1:
+        from memtape.cli.process_set_html import set_report
+
+        page = set_report(pset, args.top, args.file)
+    else:
+        page = pset.root.capture.html_report(args.top)
+    write_text("report", args.output, page)
     print(f"wrote {args.output}")
     return 0

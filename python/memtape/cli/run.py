@@ -13,17 +13,20 @@ import sys
 import threading
 import time
 import traceback
+import uuid
 from dataclasses import dataclass
 from types import TracebackType
 
-from memtape import __version__, _native
+from memtape import __version__, _child_capture, _native
+from memtape._child_capture import FollowPlan
 from memtape._program import Program, prepare, program_launcher_files, run, split_program
 from memtape.cli.capture_file import refuse_overwrite
 from memtape.cli.run_end import CaptureEnd, ExitHooks
 
 USAGE = (
     "usage: memtape run [-o FILE] [--nframe N] [--min-size BYTES] [--no-native-heap]\n"
-    "                   [--force] [--quiet] (script.py | -m module | -c code) [args ...]"
+    "                   [--follow-children] [--force] [--quiet]\n"
+    "                   (script.py | -m module | -c code) [args ...]"
 )
 
 
@@ -39,6 +42,8 @@ class RunOptions:
     program: Program
     #: Record native (C, C++, Rust) malloc/mmap calls too (off: ``--no-native-heap``).
     native_heap: bool = True
+    #: Record every child Python process too, each into ``STEM.<pid>.mtape``.
+    follow_children: bool = False
 
 
 class UsageError(Exception):
@@ -64,7 +69,7 @@ def _whole(text: str, option: str, minimum: int) -> int:
 def parse_args(argv: list[str]) -> RunOptions:
     """Options first; the program (script, -m, -c) ends them, the rest is its argv."""
     output, nframe, min_size, force, quiet = None, 64, 0, False, False
-    native_heap = True
+    native_heap, follow_children = True, False
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -86,11 +91,16 @@ def parse_args(argv: list[str]) -> RunOptions:
         elif arg == "--no-native-heap":
             native_heap, i = False, i + 1
             continue
+        elif arg == "--follow-children":
+            follow_children, i = True, i + 1
+            continue
         else:
             program = split_program(argv, i)
             if program is None:
                 raise UsageError(f"unknown option or missing value: {arg}")
-            return RunOptions(output, nframe, min_size, force, quiet, program, native_heap)
+            return RunOptions(
+                output, nframe, min_size, force, quiet, program, native_heap, follow_children
+            )
         i += 2
     raise UsageError("nothing to run: give a script, -m module or -c code")
 
@@ -106,10 +116,12 @@ def launcher_files(launcher: str) -> list[str]:
     return [*program_launcher_files(), launcher]
 
 
-def metadata(opts: RunOptions, launcher: str) -> str:
-    """The capture header's metadata."""
+def metadata(opts: RunOptions, launcher: str, plan: FollowPlan | None = None) -> str:
+    """The capture header's metadata (with the run's id when children are followed)."""
+    followed = {} if plan is None else {"run_id": plan.run_id, "root_pid": plan.root_pid}
     return json.dumps(
         {
+            **followed,
             "launcher_files": launcher_files(launcher),
             "tool": "memtape",
             "tool_version": __version__,
@@ -122,6 +134,7 @@ def metadata(opts: RunOptions, launcher: str) -> str:
             "nframe": opts.nframe,
             "min_size": opts.min_size,
             "native_heap": opts.native_heap,
+            "follow_children": opts.follow_children,
         }
     )
 
@@ -185,10 +198,28 @@ def main(argv: list[str]) -> int:
         _native._work_end(token)
 
 
+def _follow_plan(opts: RunOptions, path: str) -> FollowPlan | None:
+    if not opts.follow_children:
+        return None
+    return FollowPlan(
+        stem=_child_capture.stem_of(path),
+        run_id=uuid.uuid4().hex,
+        root_pid=os.getpid(),
+        nframe=opts.nframe,
+        min_size=opts.min_size,
+        native_heap=opts.native_heap,
+    )
+
+
 def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
     """Records the program into ``path`` and prints the summary; the exit status."""
+    # A followed child that is itself `memtape run` records into its own file only.
+    _child_capture.abandon()
+    plan = _follow_plan(opts, path)
     try:
-        _native._start_capture(path, metadata(opts, launcher), opts.min_size, opts.native_heap)
+        _native._start_capture(
+            path, metadata(opts, launcher, plan), opts.min_size, opts.native_heap
+        )
     except OSError as exc:
         print(f"memtape run: {exc}", file=sys.stderr)
         return 2
@@ -196,6 +227,8 @@ def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
     end = CaptureEnd(shown, path, opts.quiet)
     hooks = ExitHooks(end)
     hooks.install()
+    if plan is not None:
+        _child_capture.follow(plan)
     exit_kind, code = "normal", 0
     failure: BaseException | None = None
     # The program's globals stay alive until the capture ends, as in `python`, so that

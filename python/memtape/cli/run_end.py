@@ -47,6 +47,16 @@ class CaptureEnd:
         self._done = threading.Event()
         self._finisher: int | None = None
 
+    def disown(self) -> None:
+        """The capture was ended elsewhere: every later way out leaves it alone."""
+        self._claim.acquire(blocking=False)
+        self._done.set()
+
+    def finishing_here(self) -> bool:
+        """Whether this thread is inside :meth:`finish` now (a signal handler may run
+        between its bytecodes)."""
+        return self._finisher == threading.get_ident() and not self._done.is_set()
+
     def finish(self, exit_kind: str, code: int) -> bool:
         """Writes the trailer (``exit_kind``, ``code``) and prints the summary. False
         when another way out already finishes it (this call then waits for that one,
@@ -160,7 +170,12 @@ class ExitHooks:
         self.real_exit(status)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        """A stop signal the program does not handle: finish, then die by it."""
+        """A stop signal the program does not handle: finish, then die by it. Arriving
+        while this thread finishes the capture (on its way out already: ``os._exit``, a
+        multiprocessing worker told to stop and terminated at once), it lets the capture
+        complete; the process then ends the way it was ending."""
+        if os.getpid() == self.end.pid and self.end.finishing_here():
+            return
         if os.getpid() == self.end.pid:
             with contextlib.suppress(BaseException):
                 self.end.finish("signal", 128 + signum)

@@ -24,6 +24,7 @@ def print_run_summary(path: str, events: int, size: int, top: int = 5) -> None:
         file=err,
     )
     print(capture.top_text("lineno", "peak", top), file=err)
+    _print_children(path, capture.metadata_json)
     print("read it with:", file=err)
     for command in ("stats", "top", "flamegraph {} -o flamegraph.html", "report {} -o report.html"):
         line = command.format(path) if "{}" in command else f"{command} {path}"
@@ -36,3 +37,20 @@ def _size(n: float) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1024
     raise AssertionError("unreachable")
+
+
+def _print_children(path: str, metadata_json: str) -> None:
+    """With ``--follow-children``: the child captures written so far."""
+    import json
+
+    from memtape.cli.process_set import children_of
+
+    children = children_of(path, json.loads(metadata_json or "{}"))
+    if not children:
+        return
+    shown = ", ".join(children[:4]) + (", ..." if len(children) > 4 else "")
+    print(
+        f"memtape: {len(children)} child process captures beside it ({shown}); every "
+        "report below reads them all (combined), --pid PID reads one",
+        file=sys.stderr,
+    )

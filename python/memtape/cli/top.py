@@ -1,11 +1,14 @@
-"""``memtape top FILE``: top allocation sites by line, file or traceback."""
+"""``memtape top FILE``: top allocation sites by line, file or traceback. For a
+``--follow-children`` capture: summed over every process, at the combined peak (each
+process' live set at that moment) or at the end; ``--pid`` shows one process."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from memtape.cli.capture_file import open_capture
+from memtape.cli import process_set as ps
+from memtape.cli import process_set_sites as pss
 
 
 def main(argv: list[str]) -> int:
@@ -20,8 +23,12 @@ def main(argv: list[str]) -> int:
         help="memory live at the peak (default) or at the end (never freed)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    ps.add_pid_option(p)
     args = p.parse_args(argv)
-    capture = open_capture("top", args.file)
+    pset = ps.open_set("top", args.file, args.pid)
+    if len(pset.processes) > 1:
+        return _combined(pset, args.by, args.at, args.limit, args.json)
+    capture = pset.root.capture
     if args.json:
         data = json.loads(capture.sites_json(args.by, args.at, args.limit))
         split = capture.by_source(args.at)
@@ -33,4 +40,21 @@ def main(argv: list[str]) -> int:
         split_text = capture.by_source_text(args.at)
         if split_text is not None:
             print(f"By source: {split_text}")
+    return 0
+
+
+def _combined(pset: ps.ProcessSet, by: str, at: str, limit: int, as_json: bool) -> int:
+    sites = pss.combined_sites(pset, by, at)
+    if as_json:
+        data = {
+            "processes": [p.pid for p in pset.processes],
+            "at": "combined peak" if at == "peak" else "end",
+            "total_bytes": sum(s.bytes for s in sites),
+            "sites": pss.sites_json(sites, limit),
+        }
+        print(json.dumps(data, separators=(",", ":")))
+        return 0
+    when = "at the combined peak" if at == "peak" else "never freed (live at each one's end)"
+    print(f"All {len(pset.processes)} processes, {when}:")
+    print(pss.sites_text(sites, limit))
     return 0

@@ -40,6 +40,12 @@ impl Analysis {
         }
     }
 
+    /// Live bytes after the records taken in so far.
+    #[inline]
+    pub fn current_bytes(&self) -> u64 {
+        self.replay.current_bytes()
+    }
+
     /// Ends the pass.
     pub fn finish(self) -> Analyzed {
         Analyzed {

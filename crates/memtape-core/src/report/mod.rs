@@ -29,6 +29,7 @@ mod series;
 mod sites;
 mod symbols;
 mod text;
+mod ticks;
 mod units;
 
 #[cfg(all(test, feature = "slow-tests"))]
@@ -52,6 +53,7 @@ pub use text::{
     diff_text, frame_location, has_several_sources, site_location, source_split_text, stats_text,
     top_text,
 };
+pub use ticks::{Tick, Ticks, DEFAULT_MAX_TICKS, FIRST_TICK_SHIFT};
 pub use units::{grouped, human_duration, human_size, human_size_diff, percent, signed_count};
 
 pub use crate::trace_set::GroupBy;

@@ -14,6 +14,7 @@
 //! - [`json_summary`], [`json_sites`], [`json_diff`]: `--json` output.
 
 mod analysis;
+mod bucket_clock;
 mod diff;
 mod flamegraph;
 mod html;
@@ -29,6 +30,7 @@ mod series;
 mod sites;
 mod symbols;
 mod text;
+mod time_histogram;
 mod units;
 
 #[cfg(all(test, feature = "slow-tests"))]
@@ -48,6 +50,8 @@ pub use sites::{
     compare_frames, group_sites, group_sites_with_tracebacks, sort_sites, Frame, Site, SiteDetail,
 };
 pub use symbols::{is_launcher_file, FrameKey, FrameRef, Symbols, UNRESOLVED};
+pub use bucket_clock::MAX_BUCKETS;
+pub use time_histogram::{BoundedHistogram, HistRow, TimeHistogram};
 pub use text::{
     diff_text, frame_location, has_several_sources, site_location, source_split_text, stats_text,
     top_text,

@@ -6,10 +6,12 @@
 //! bytes beat the best peak so far (strictly, so the first of equal peaks wins), the
 //! per-stack totals are saved (see [`LiveByStack`]).
 
+use super::bucket_clock::BucketClock;
 use super::live_by_stack::{LiveByStack, StackTotal};
 use super::live_set::LiveSet;
 use super::record::Record;
 use super::series::{MemorySeries, SeriesPoint, DEFAULT_MAX_POINTS};
+use super::time_histogram::TimeHistogram;
 use crate::memory_source::SourceSplit;
 
 /// A moment of the recording to take the live set at (for diffs).
@@ -116,6 +118,8 @@ pub struct ReplayResult {
     /// The live set at each requested moment, in request order; `None` for a marker
     /// that never appeared.
     pub moments: Vec<Option<Vec<StackTotal>>>,
+    /// Bytes by stack and by the time buckets they were allocated and freed in.
+    pub time_histogram: TimeHistogram,
 }
 
 /// The streaming pass: [`feed`](Replay::feed) every record, then
@@ -140,6 +144,7 @@ pub struct Replay {
     dropped: u64,
     moments: Vec<(Moment, Option<Vec<StackTotal>>)>,
     pending_time_moments: usize,
+    clock: BucketClock,
 }
 
 impl Default for Replay {
@@ -174,6 +179,7 @@ impl Replay {
             dropped: 0,
             moments: options.moments.into_iter().map(|m| (m, None)).collect(),
             pending_time_moments,
+            clock: BucketClock::default(),
         }
     }
 
@@ -223,9 +229,10 @@ impl Replay {
         self.totals.bytes_allocated = self.totals.bytes_allocated.saturating_add(size);
         let slot = self.by_stack.slot(stack);
         let before = self.current;
-        match self.live.insert(domain, addr, (size, slot)) {
+        match self.live.insert(domain, addr, (size, slot, self.clock.id())) {
             Ok(replaced) => {
-                if let Some((old_size, old_slot)) = replaced {
+                if let Some((old_size, old_slot, old_born)) = replaced {
+                    self.clock.freed(old_slot, old_born, old_size);
                     self.before_fall();
                     self.totals.replaced += 1;
                     self.totals.bytes_freed = self.totals.bytes_freed.saturating_add(old_size);
@@ -253,7 +260,8 @@ impl Replay {
         self.events += 1;
         self.totals.frees += 1;
         match self.live.remove_from(domain, addr) {
-            Some((domain, (size, slot))) => {
+            Some((domain, (size, slot, born))) => {
+                self.clock.freed(slot, born, size);
                 self.before_fall();
                 self.totals.bytes_freed = self.totals.bytes_freed.saturating_add(size);
                 self.current -= size;
@@ -281,6 +289,7 @@ impl Replay {
         }
         self.time_ns = ns;
         self.duration_ns = self.duration_ns.max(ns);
+        self.clock.time(ns);
     }
 
     fn marker(&mut self, label: &str) {
@@ -310,6 +319,10 @@ impl Replay {
                 Moment::Marker(_) => table,
             })
             .collect();
+        let by_stack = &self.by_stack;
+        let time_histogram = self
+            .clock
+            .finish(self.live.blocks(), |slot| by_stack.stack_of(slot));
         ReplayResult {
             totals: self.totals,
             events: self.events,
@@ -325,6 +338,7 @@ impl Replay {
             live_at_peak: self.by_stack.saved_table(),
             live_at_end,
             moments,
+            time_histogram,
         }
     }
 }

@@ -145,7 +145,8 @@ impl ChunkedTable {
     /// was live.
     #[inline]
     pub(crate) fn remove(&mut self, addr: u64) -> Option<(u64, StackId)> {
-        self.remove_tagged(addr).map(|(size, stack, _)| (size, stack))
+        self.remove_tagged(addr)
+            .map(|(size, stack, _)| (size, stack))
     }
 
     /// [`remove`](Self::remove), with the block's tag.

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use memtape_core::capture::{CaptureError, CaptureReader, ReadSummary, Record};
 use memtape_core::report::{
     compare, diff_text, flamegraph_html, folded, group_sites, has_several_sources, html_report,
-    json_diff, json_sites, json_summary, source_split_text, stats_text, top_text, total_bytes,
-    Analysis, HtmlReportOptions, Moment, ReplayOptions, ReplayResult, RunInfo, Site, StackTotal,
-    Symbols,
+    json_diff, json_sites, json_summary, source_split_text, stats_text, timeline_csv, top_text,
+    total_bytes, Analysis, HtmlReportOptions, Moment, ReplayOptions, ReplayResult, RunInfo, Site,
+    StackTotal, Symbols,
 };
 use memtape_core::{
     Action, Event, EventRing, GroupBy, LiveEntry, LiveTable, MemorySnapshot, ResolvedFrame,
@@ -466,6 +466,11 @@ impl PyCapture {
             ..HtmlReportOptions::default()
         };
         html_report(&self.info, &self.result, &self.symbols, &options)
+    }
+
+    /// Memory over time as CSV: time, live bytes by source and in total.
+    fn timeline_csv(&self) -> String {
+        timeline_csv(&self.result)
     }
 
     /// Every block live at the end as tracemalloc raw traces

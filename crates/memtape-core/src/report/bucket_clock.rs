@@ -235,7 +235,7 @@ mod tests {
         ]);
         assert_eq!(h.bucket_ns, 2048);
         assert_eq!(h.buckets, 147); // 300,000 / 2,048 + 1
-        // 100 and 1,000 ns share bucket 0 at the final width: that free leaves no row.
+                                    // 100 and 1,000 ns share bucket 0 at the final width: that free leaves no row.
         assert_eq!(
             brief(&h),
             vec![(101, 0, h.buckets, 10, 1), (102, 0, 146, 7, 1)]

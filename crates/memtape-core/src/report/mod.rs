@@ -31,12 +31,15 @@ mod sites;
 mod symbols;
 mod text;
 mod time_histogram;
+mod time_window_html;
+mod timeline_csv;
 mod units;
 
 #[cfg(all(test, feature = "slow-tests"))]
 mod perf_tests;
 
 pub use analysis::{Analysis, Analyzed};
+pub use bucket_clock::MAX_BUCKETS;
 pub use diff::{compare, SiteDiff};
 pub use flamegraph::{flamegraph_html, folded, FlameGraph, NO_PYTHON_FRAME};
 pub use html_report::{html_report, HtmlReportOptions};
@@ -50,12 +53,13 @@ pub use sites::{
     compare_frames, group_sites, group_sites_with_tracebacks, sort_sites, Frame, Site, SiteDetail,
 };
 pub use symbols::{is_launcher_file, FrameKey, FrameRef, Symbols, UNRESOLVED};
-pub use bucket_clock::MAX_BUCKETS;
-pub use time_histogram::{BoundedHistogram, HistRow, TimeHistogram};
 pub use text::{
     diff_text, frame_location, has_several_sources, site_location, source_split_text, stats_text,
     top_text,
 };
+pub use time_histogram::{BoundedHistogram, HistRow, TimeHistogram};
+pub use time_window_html::MAX_WINDOW_ROWS;
+pub use timeline_csv::{timeline_csv, TIMELINE_CSV_HEADER};
 pub use units::{grouped, human_duration, human_size, human_size_diff, percent, signed_count};
 
 pub use crate::trace_set::GroupBy;

@@ -229,7 +229,10 @@ impl Replay {
         self.totals.bytes_allocated = self.totals.bytes_allocated.saturating_add(size);
         let slot = self.by_stack.slot(stack);
         let before = self.current;
-        match self.live.insert(domain, addr, (size, slot, self.clock.id())) {
+        match self
+            .live
+            .insert(domain, addr, (size, slot, self.clock.id()))
+        {
             Ok(replaced) => {
                 if let Some((old_size, old_slot, old_born)) = replaced {
                     self.clock.freed(old_slot, old_born, old_size);
@@ -251,7 +254,8 @@ impl Replay {
         if self.current > before {
             self.rise = (self.time_ns, index);
         }
-        self.series.push(self.time_ns, self.current, index);
+        self.series
+            .push(self.time_ns, self.current, index, &self.by_source);
     }
 
     #[inline]
@@ -271,7 +275,8 @@ impl Replay {
             }
             None => self.totals.unknown_frees += 1,
         }
-        self.series.push(self.time_ns, self.current, index);
+        self.series
+            .push(self.time_ns, self.current, index, &self.by_source);
     }
 
     fn time(&mut self, ns: u64) {

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from headless_chromium import ChromiumUnavailable, HeadlessChromium
+from headless_chromium import HeadlessChromium
 from memtape_cli import memtape, ok, read_json, record, write_program
 from source_lines import line_of
 
@@ -160,18 +159,6 @@ DRIVE = r"""
 """
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[HeadlessChromium]:
-    try:
-        chromium = HeadlessChromium()
-    except ChromiumUnavailable as exc:
-        pytest.fail(f"headless Chromium is required for the HTML tests: {exc}")
-    try:
-        yield chromium
-    finally:
-        chromium.close()
-
-
 class Recording:
     def __init__(self, root: Path) -> None:
         self.module = write_program(root / "window_mod.py", IMPORTED)
@@ -256,9 +243,7 @@ def test_import_frames_hidden_or_folded(steps: Any) -> None:
     module_level = rec.site("module-level", "<module>")
     peak = s["peak"]
     # Shown: the import machinery sits between the importing line and the module.
-    assert any("<frozen importlib._bootstrap>" in t for t in frame_texts(peak)), frame_texts(
-        peak
-    )
+    assert any("<frozen importlib._bootstrap>" in t for t in frame_texts(peak)), frame_texts(peak)
     assert module_level in locs(peak)
     hide = s["drag_hide"]
     assert not any("<frozen importlib" in t for t in frame_texts(hide))

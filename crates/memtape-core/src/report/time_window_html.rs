@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 
 use rustc_hash::FxHashMap;
 
-use super::flamegraph::NO_PYTHON_FRAME;
+use super::flamegraph::{write_frame_tables, NO_PYTHON_FRAME};
 use super::json::{push_json_string, JsonWriter};
 use super::live_by_stack::StackTotal;
 use super::replay::ReplayResult;
@@ -148,21 +148,9 @@ pub(crate) fn window_data(r: &ReplayResult, symbols: &Symbols, max_rows: usize) 
         .key("duration_ns")
         .uint(r.duration_ns)
         .key("other_frame")
-        .uint(other_frame as u64)
-        .key("strings")
-        .begin_array();
-    for s in &tables.strings {
-        w.string(s);
-    }
-    w.end_array().key("frames").begin_array();
-    for &(function, file, line) in &tables.frames {
-        w.begin_array()
-            .uint(function)
-            .uint(file)
-            .uint(u64::from(line))
-            .end_array();
-    }
-    w.end_array().key("nodes").begin_array();
+        .uint(other_frame as u64);
+    write_frame_tables(&mut w, &tables.strings, &tables.frames);
+    w.key("nodes").begin_array();
     for &(parent, frame) in &tables.nodes {
         w.begin_array().int(parent).uint(frame).end_array();
     }
@@ -199,4 +187,98 @@ pub(crate) fn time_window_controls(out: &mut String, r: &ReplayResult, symbols: 
     out.push_str("</script>\n<script type=\"application/json\" id=\"timeline-csv-data\">");
     push_json_string(out, &timeline_csv(r));
     let _ = writeln!(out, "</script>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::live_by_stack::total_bytes;
+    use crate::report::record::Record;
+
+    /// `n` stacks in a binary tree of depth about log2(n), over 1,000 distinct frames.
+    fn symbols(n: u32) -> Symbols {
+        let mut s = Symbols::new();
+        let names: Vec<String> = (0..1000).map(|i| format!("f{i}")).collect();
+        s.feed(&Record::String {
+            id: 1,
+            value: "app.py",
+        });
+        for (i, name) in names.iter().enumerate() {
+            let i = i as u32;
+            s.feed(&Record::String {
+                id: i + 2,
+                value: name,
+            });
+            s.feed(&Record::Frame {
+                id: i + 1,
+                filename: 1,
+                name: i + 2,
+                line: i,
+            });
+        }
+        for id in 1..=n {
+            s.feed(&Record::Stack {
+                id,
+                parent: id / 2,
+                frame: id % 1000 + 1,
+            });
+        }
+        s
+    }
+
+    /// Many stacks, each with many bucket pairs: far more rows than a page may carry.
+    #[test]
+    fn page_data_stays_bounded_and_exact() {
+        let stacks = 6_000u32;
+        let buckets = 256u16;
+        let mut rows = Vec::new();
+        let mut x = 12345u64;
+        for stack in 1..=stacks {
+            for _ in 0..30 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let a = ((x >> 33) % u64::from(buckets)) as u16;
+                let f = a + 1 + ((x >> 20) % u64::from(buckets - a)) as u16;
+                rows.push(HistRow {
+                    stack,
+                    alloc: a,
+                    freed: f,
+                    bytes: (x >> 40) % 100_000 + 1,
+                    count: 1,
+                });
+            }
+        }
+        rows.sort_unstable_by_key(|r| (r.stack, r.alloc, r.freed));
+        rows.dedup_by_key(|r| (r.stack, r.alloc, r.freed));
+        let full = TimeHistogram {
+            bucket_ns: 1 << 20,
+            buckets,
+            rows,
+        };
+        let r = ReplayResult {
+            live_at_peak: full.live_at(100),
+            time_histogram: full.clone(),
+            ..ReplayResult::default()
+        };
+        let json = window_data(&r, &symbols(stacks), MAX_WINDOW_ROWS);
+        assert!(json.len() < 4 << 20, "{} bytes", json.len());
+        let bounded = full.bounded(&r.live_at_peak, MAX_WINDOW_ROWS);
+        assert!(bounded.kept.rows.len() + bounded.other.rows.len() <= MAX_WINDOW_ROWS);
+        assert!(!bounded.kept.rows.is_empty());
+        for t in [0, 100, 255] {
+            assert_eq!(
+                total_bytes(&bounded.kept.live_at(t)) + total_bytes(&bounded.other.live_at(t)),
+                total_bytes(&full.live_at(t))
+            );
+        }
+        eprintln!(
+            "{} rows ({} stacks) -> {} kept + {} lumped rows, {} bytes of page data",
+            full.rows.len(),
+            stacks,
+            bounded.kept.rows.len(),
+            bounded.other.rows.len(),
+            json.len()
+        );
+    }
 }

@@ -178,6 +178,9 @@
     draw();
   }
 
+  // For the page's other scripts.
+  window.memtapeUnits = { humanSize: humanSize, pct: pct };
+
   var boxes = document.querySelectorAll(".fg");
   for (var i = 0; i < boxes.length; i++) init(boxes[i]);
 })();

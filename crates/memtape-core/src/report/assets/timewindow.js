@@ -24,23 +24,15 @@
   var initial = { flame: flameTitle.textContent, note: flameNote.textContent,
                   sites: sitesTitle.textContent, status: statusEl.textContent };
   var TOP = 50;
-  var UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+  var humanSize = window.memtapeUnits.humanSize;
+  var pct = window.memtapeUnits.pct;
   var IMPORT_FILE = /^<frozen (importlib\.|zipimport)|[\\/]importlib[\\/](_bootstrap|_bootstrap_external|__init__)\.py$/;
   var view = { kind: "peak" };
 
-  function humanSize(b) {
-    if (b < 1024) return b + " B";
-    var u = 0;
-    while (b >= 1024 && u + 1 < UNITS.length) { b /= 1024; u += 1; }
-    return b.toFixed(1) + " " + UNITS[u];
-  }
   function humanTime(ns) {
     if (ns < 1e6) return (ns / 1e3).toFixed(1) + " µs";
     if (ns < 1e9) return (ns / 1e6).toFixed(1) + " ms";
     return (ns / 1e9).toFixed(3) + " s";
-  }
-  function pct(part, whole) {
-    return whole > 0 ? (100 * part / whole).toFixed(1) + "%" : "0%";
   }
   function bucketStart(t) { return Math.min(t * W.bucket_ns, W.duration_ns); }
   function bucketEnd(t) { return Math.min((t + 1) * W.bucket_ns, W.duration_ns); }

@@ -144,4 +144,5 @@ def analyze_capture(
     *,
     moments: list[str] = ...,
     progress: Callable[[int, int], None] | None = None,
+    time_window: bool = True,
 ) -> Capture: ...

@@ -243,19 +243,22 @@ impl PyCapture {
 
 /// Streams `path` once and returns its analysis. `moments` are `marker:LABEL` or
 /// `time:NS` specs whose live sets can then be read as `moment:0`, `moment:1`, ...
+/// `time_window=False` skips what only the HTML report's time-window view needs.
 #[pyfunction]
-#[pyo3(signature = (path, *, moments=Vec::new(), progress=None))]
+#[pyo3(signature = (path, *, moments=Vec::new(), progress=None, time_window=true))]
 pub(crate) fn analyze_capture(
     py: Python<'_>,
     path: PathBuf,
     moments: Vec<String>,
     progress: Option<&Bound<'_, PyAny>>,
+    time_window: bool,
 ) -> PyResult<PyCapture> {
     let options = ReplayOptions {
         moments: moments
             .iter()
             .map(|m| parse_moment(m))
             .collect::<PyResult<_>>()?,
+        time_histogram: time_window,
         ..ReplayOptions::default()
     };
     let mut analysis = Analysis::new(options);

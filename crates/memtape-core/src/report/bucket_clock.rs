@@ -11,7 +11,7 @@
 //! bucket end and in no window: see [`super::time_histogram`]), so frees cost a compare;
 //! only longer-lived blocks add to a `(stack slot, allocation id, free id)` table, which
 //! is re-keyed whenever the width doubles so it never holds more than the final
-//! buckets' pairs.
+//! buckets' pairs, and which widens the buckets when it outgrows [`MAX_PAIRS`].
 
 use rustc_hash::FxHashMap;
 
@@ -19,6 +19,12 @@ use super::time_histogram::{HistRow, TimeHistogram};
 
 /// The most buckets of the final cut.
 pub const MAX_BUCKETS: u64 = 256;
+
+/// The most `(slot, allocation id, free id)` pairs held while streaming (about 32 bytes
+/// each): past it the buckets widen until half of it is left. Blocks freed at random
+/// times from thousands of stacks fill every pair; this keeps the replay's memory bounded
+/// at the cost of fewer, wider buckets.
+const MAX_PAIRS: usize = 1 << 16;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Cell {
@@ -103,6 +109,20 @@ impl BucketClock {
             let c = self.freed.entry(key(slot, born, now)).or_default();
             c.bytes += size;
             c.count += 1;
+            if self.freed.len() > MAX_PAIRS {
+                self.widen();
+            }
+        }
+    }
+
+    /// Doubles the bucket width until at most half of [`MAX_PAIRS`] pairs are left.
+    #[cold]
+    fn widen(&mut self) {
+        let last = self.first_ns[self.first_ns.len() - 1];
+        while self.freed.len() > MAX_PAIRS / 2 && self.shift < 63 {
+            self.shift += 1;
+            self.bucket = last >> self.shift;
+            self.compact();
         }
     }
 
@@ -240,6 +260,42 @@ mod tests {
             brief(&h),
             vec![(101, 0, h.buckets, 10, 1), (102, 0, 146, 7, 1)]
         );
+    }
+
+    #[test]
+    fn too_many_pairs_widen_the_buckets() {
+        let mut clock = BucketClock::default();
+        let mut live = Vec::new();
+        // 2,000 stacks, a block each per time stamp, freed at the next: 2,000 pairs per
+        // time stamp, far more than MAX_PAIRS at full resolution.
+        let mut freed = 0u64;
+        for t in 0..255u64 {
+            clock.time(t);
+            for (size, slot, born) in live.drain(..) {
+                clock.freed(slot, born, size);
+                freed += 1;
+            }
+            live.extend((0..2000u32).map(|slot| (1u64, slot, clock.id())));
+            assert!(clock.freed.len() <= MAX_PAIRS);
+        }
+        let kept = live.len() as u64;
+        let h = clock.finish(live.into_iter(), |s| s);
+        assert!(
+            h.buckets < 255 && h.bucket_ns > 1,
+            "{} x {}",
+            h.buckets,
+            h.bucket_ns
+        );
+        // Every block still counts: freed ones in rows (unless freed in their own, now
+        // wider, bucket), live ones as never freed.
+        let never: u64 = h
+            .rows
+            .iter()
+            .filter(|r| r.freed == h.buckets)
+            .map(|r| r.count)
+            .sum();
+        assert_eq!(never, kept);
+        assert!(h.rows.iter().map(|r| r.count).sum::<u64>() <= kept + freed);
     }
 
     #[test]

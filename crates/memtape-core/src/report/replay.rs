@@ -31,6 +31,9 @@ pub struct ReplayOptions {
     pub moments: Vec<Moment>,
     /// Most points in the memory-over-time series.
     pub max_series_points: usize,
+    /// Whether to build [`ReplayResult::time_histogram`] (the HTML report's time-window
+    /// view); it costs a table update per block that outlives its time bucket.
+    pub time_histogram: bool,
 }
 
 impl Default for ReplayOptions {
@@ -38,6 +41,7 @@ impl Default for ReplayOptions {
         Self {
             moments: Vec::new(),
             max_series_points: DEFAULT_MAX_POINTS,
+            time_histogram: true,
         }
     }
 }
@@ -118,7 +122,8 @@ pub struct ReplayResult {
     /// The live set at each requested moment, in request order; `None` for a marker
     /// that never appeared.
     pub moments: Vec<Option<Vec<StackTotal>>>,
-    /// Bytes by stack and by the time buckets they were allocated and freed in.
+    /// Bytes by stack and by the time buckets they were allocated and freed in (one
+    /// empty bucket unless [`ReplayOptions::time_histogram`]).
     pub time_histogram: TimeHistogram,
 }
 
@@ -144,7 +149,7 @@ pub struct Replay {
     dropped: u64,
     moments: Vec<(Moment, Option<Vec<StackTotal>>)>,
     pending_time_moments: usize,
-    clock: BucketClock,
+    clock: Option<BucketClock>,
 }
 
 impl Default for Replay {
@@ -179,7 +184,7 @@ impl Replay {
             dropped: 0,
             moments: options.moments.into_iter().map(|m| (m, None)).collect(),
             pending_time_moments,
-            clock: BucketClock::default(),
+            clock: options.time_histogram.then(BucketClock::default),
         }
     }
 
@@ -229,13 +234,16 @@ impl Replay {
         self.totals.bytes_allocated = self.totals.bytes_allocated.saturating_add(size);
         let slot = self.by_stack.slot(stack);
         let before = self.current;
-        match self
-            .live
-            .insert(domain, addr, (size, slot, self.clock.id()))
-        {
+        match self.live.insert(
+            domain,
+            addr,
+            (size, slot, self.clock.as_ref().map_or(0, BucketClock::id)),
+        ) {
             Ok(replaced) => {
                 if let Some((old_size, old_slot, old_born)) = replaced {
-                    self.clock.freed(old_slot, old_born, old_size);
+                    if let Some(clock) = &mut self.clock {
+                        clock.freed(old_slot, old_born, old_size);
+                    }
                     self.before_fall();
                     self.totals.replaced += 1;
                     self.totals.bytes_freed = self.totals.bytes_freed.saturating_add(old_size);
@@ -265,7 +273,9 @@ impl Replay {
         self.totals.frees += 1;
         match self.live.remove_from(domain, addr) {
             Some((domain, (size, slot, born))) => {
-                self.clock.freed(slot, born, size);
+                if let Some(clock) = &mut self.clock {
+                    clock.freed(slot, born, size);
+                }
                 self.before_fall();
                 self.totals.bytes_freed = self.totals.bytes_freed.saturating_add(size);
                 self.current -= size;
@@ -294,7 +304,9 @@ impl Replay {
         }
         self.time_ns = ns;
         self.duration_ns = self.duration_ns.max(ns);
-        self.clock.time(ns);
+        if let Some(clock) = &mut self.clock {
+            clock.time(ns);
+        }
     }
 
     fn marker(&mut self, label: &str) {
@@ -325,9 +337,10 @@ impl Replay {
             })
             .collect();
         let by_stack = &self.by_stack;
-        let time_histogram = self
-            .clock
-            .finish(self.live.blocks(), |slot| by_stack.stack_of(slot));
+        let time_histogram = match self.clock {
+            Some(clock) => clock.finish(self.live.blocks(), |slot| by_stack.stack_of(slot)),
+            None => TimeHistogram::default(),
+        };
         ReplayResult {
             totals: self.totals,
             events: self.events,

@@ -249,8 +249,7 @@
   // --- views -----------------------------------------------------------------------------
   function render() {
     var mode = importMode.value;
-    var status = statusEl;
-    status.setAttribute("data-view", view.kind);
+    statusEl.setAttribute("data-view", view.kind);
     resetBtn.hidden = view.kind === "peak";
     if (view.kind === "peak") {
       overlay.setAttribute("display", "none");
@@ -260,8 +259,8 @@
       flameTitle.textContent = initial.flame;
       flameNote.textContent = initial.note;
       sitesTitle.textContent = initial.sites;
-      status.textContent = initial.status;
-      status.removeAttribute("data-bytes");
+      statusEl.textContent = initial.status;
+      statusEl.removeAttribute("data-bytes");
       return;
     }
     var rows = select(view), isImport = importTest(W);
@@ -277,7 +276,7 @@
         humanTime(bucketStart(view.t)) + " to " + humanTime(bucketEnd(view.t)) + ")";
       flameTitle.textContent = "Live memory at " + humanTime(bucketEnd(view.t));
       sitesTitle.textContent = "Top allocation sites at " + humanTime(bucketEnd(view.t));
-      status.setAttribute("data-from-ns", String(bucketStart(view.t)));
+      statusEl.setAttribute("data-from-ns", String(bucketStart(view.t)));
     } else {
       showRange(bucketStart(view.a), bucketEnd(view.b));
       what = "allocated from " + humanTime(bucketStart(view.a)) + " to " +
@@ -285,11 +284,11 @@
       flameTitle.textContent = "Memory allocated from " + humanTime(bucketStart(view.a)) +
         " to " + humanTime(bucketEnd(view.b)) + " and not freed by then";
       sitesTitle.textContent = "Top allocation sites of that window";
-      status.setAttribute("data-from-ns", String(bucketStart(view.a)));
+      statusEl.setAttribute("data-from-ns", String(bucketStart(view.a)));
     }
-    status.setAttribute("data-to-ns", String(bucketEnd(view.kind === "moment" ? view.t : view.b)));
-    status.setAttribute("data-bytes", String(total));
-    status.textContent = "Showing memory " + what + ": " + humanSize(total) + ".";
+    statusEl.setAttribute("data-to-ns", String(bucketEnd(view.kind === "moment" ? view.t : view.b)));
+    statusEl.setAttribute("data-bytes", String(total));
+    statusEl.textContent = "Showing memory " + what + ": " + humanSize(total) + ".";
     flameNote.textContent = humanSize(total) + " " + what +
       ", by call stack (outermost at the top), exact to the slice of " +
       humanTime(W.bucket_ns) + "; stacks beyond the page's budget are summed as " +

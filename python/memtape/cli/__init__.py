@@ -6,7 +6,7 @@
     memtape diff FILE_A [FILE_B]        what grew (tracemalloc's compare_to)
     memtape flamegraph FILE -o out.html [--leaks]
     memtape report FILE -o report.html  one offline page
-    memtape export FILE --format torch|tracemalloc|json -o OUT
+    memtape export FILE --format torch|tracemalloc|json|csv -o OUT
 
 Every reading command exits with status 2, naming the file and the byte offset, when a
 file is truncated in its header, corrupt or not a capture.

@@ -1,6 +1,7 @@
 """``memtape report FILE -o report.html``: one self-contained page that works offline:
 memory over time, the flame graph at the peak, the top sites, leaks and the run's
-metadata."""
+metadata. Click the chart for the memory live at a moment, drag across it for what a
+stretch of time allocated and kept; the timeline downloads as CSV."""
 
 from __future__ import annotations
 

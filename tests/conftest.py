@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
+from headless_chromium import ChromiumUnavailable, HeadlessChromium
 
 IMPLEMENTATIONS = {"stdlib": "tracemalloc", "memtape": "memtape.tracemalloc"}
 MEMTAPE_MODULE = IMPLEMENTATIONS["memtape"]
@@ -102,3 +103,16 @@ def memtape_tm(memtape_name: str) -> Iterator[ModuleType]:
     module = importlib.import_module(memtape_name)
     yield module
     module.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[HeadlessChromium]:
+    """Headless Chromium for the HTML tests; they fail (never skip) when it cannot start."""
+    try:
+        chromium = HeadlessChromium()
+    except ChromiumUnavailable as exc:
+        pytest.fail(f"headless Chromium is required for the HTML tests: {exc}")
+    try:
+        yield chromium
+    finally:
+        chromium.close()

@@ -12,13 +12,12 @@ reason (CI installs Debian's ``chromium``; see ``headless_chromium``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from child_python import describe
-from headless_chromium import ChromiumUnavailable, HeadlessChromium, PageVisit
+from headless_chromium import HeadlessChromium, PageVisit
 from memtape_cli import capture_blocks, memtape, ok, read_json, record, within, write_program
 from source_lines import line_of
 
@@ -100,18 +99,6 @@ READ_PAGE = r"""
   };
 })()
 """
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[HeadlessChromium]:
-    try:
-        chromium = HeadlessChromium()
-    except ChromiumUnavailable as exc:
-        pytest.fail(f"headless Chromium is required for the HTML tests: {exc}")
-    try:
-        yield chromium
-    finally:
-        chromium.close()
 
 
 class Pages:

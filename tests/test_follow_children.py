@@ -24,7 +24,6 @@ from child_python import describe
 from headless_chromium import HeadlessChromium
 from memtape_cli import Site, memtape, ok, read_json, sites, within, write_program
 from source_lines import line_of
-from test_cli_html import browser  # noqa: F401 - the module-scoped Chromium fixture
 
 MiB = 2**20
 POOL, PROCESS, EXECUTOR, SUBPROCESS = 3_100_000, 4_200_000, 5_300_000, 12_400_000

@@ -16,10 +16,12 @@ const SLOTS_PER_CHUNK: usize = 1 << (CHUNK_SHIFT - GRANULE_SHIFT);
 /// Largest block kept here (pymalloc's small-request threshold).
 pub(crate) const MAX_SMALL_SIZE: u64 = 512;
 
-/// `size + 1` (0: empty slot) and the stack.
+/// `size + 1` (0: empty slot; small sizes fit 16 bits), a 16-bit tag the owner may use
+/// (the report's replay keeps the time bucket a block was allocated in) and the stack.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Slot {
-    size_plus_one: u32,
+    size_plus_one: u16,
+    tag: u16,
     stack: StackId,
 }
 
@@ -103,6 +105,20 @@ impl ChunkedTable {
         size: u64,
         stack: StackId,
     ) -> Result<Option<(u64, StackId)>, TableFull> {
+        Ok(self
+            .insert_tagged(addr, size, stack, 0)?
+            .map(|(size, stack, _)| (size, stack)))
+    }
+
+    /// Stores a block with a tag; returns the `(size, stack, tag)` it replaces.
+    #[inline]
+    pub(crate) fn insert_tagged(
+        &mut self,
+        addr: u64,
+        size: u64,
+        stack: StackId,
+        tag: u16,
+    ) -> Result<Option<(u64, StackId, u16)>, TableFull> {
         debug_assert!(is_small(addr, size));
         let (key, slot) = split(addr);
         let i = match self.chunk_of(key) {
@@ -111,7 +127,8 @@ impl ChunkedTable {
         };
         let chunk = &mut self.chunks[i as usize];
         let new = Slot {
-            size_plus_one: size as u32 + 1,
+            size_plus_one: size as u16 + 1,
+            tag,
             stack,
         };
         let old = std::mem::replace(&mut chunk.slots[slot], new);
@@ -120,7 +137,7 @@ impl ChunkedTable {
             self.len += 1;
             Ok(None)
         } else {
-            Ok(Some((u64::from(old.size_plus_one - 1), old.stack)))
+            Ok(Some((u64::from(old.size_plus_one - 1), old.stack, old.tag)))
         }
     }
 
@@ -128,6 +145,13 @@ impl ChunkedTable {
     /// was live.
     #[inline]
     pub(crate) fn remove(&mut self, addr: u64) -> Option<(u64, StackId)> {
+        self.remove_tagged(addr)
+            .map(|(size, stack, _)| (size, stack))
+    }
+
+    /// [`remove`](Self::remove), with the block's tag.
+    #[inline]
+    pub(crate) fn remove_tagged(&mut self, addr: u64) -> Option<(u64, StackId, u16)> {
         debug_assert!(is_granule(addr));
         let (key, slot) = split(addr);
         let i = self.chunk_of(key)?;
@@ -138,7 +162,16 @@ impl ChunkedTable {
         }
         chunk.live -= 1;
         self.len -= 1;
-        Some((u64::from(old.size_plus_one - 1), old.stack))
+        Some((u64::from(old.size_plus_one - 1), old.stack, old.tag))
+    }
+
+    /// Every live block as `(size, stack, tag)`.
+    pub(crate) fn iter_tagged(&self) -> impl Iterator<Item = (u64, StackId, u16)> + '_ {
+        self.chunks
+            .iter()
+            .filter(|c| c.live > 0)
+            .flat_map(|c| c.slots.iter().filter(|s| s.size_plus_one != 0))
+            .map(|s| (u64::from(s.size_plus_one - 1), s.stack, s.tag))
     }
 
     /// Every live block as `(addr, size, stack)`, in address order within a chunk.
@@ -196,5 +229,18 @@ mod tests {
         let all: Vec<_> = t.iter().collect();
         assert_eq!(all, vec![(0x10_0010, 0, 2), (0x90_0000, 512, 3)]);
         assert!(is_small(0x10, 512) && !is_small(0x18, 8) && !is_small(0x10, 513));
+    }
+
+    #[test]
+    fn tags_travel_with_their_blocks() {
+        let mut t = ChunkedTable::default();
+        assert_eq!(t.insert_tagged(0x10_0000, 512, 1, 7), Ok(None));
+        assert_eq!(t.insert_tagged(0x10_0000, 16, 2, 9), Ok(Some((512, 1, 7))));
+        assert_eq!(t.insert_tagged(0x10_0020, 0, 3, u16::MAX), Ok(None));
+        let mut all: Vec<_> = t.iter_tagged().collect();
+        all.sort_unstable();
+        assert_eq!(all, vec![(0, 3, u16::MAX), (16, 2, 9)]);
+        assert_eq!(t.remove_tagged(0x10_0000), Some((16, 2, 9)));
+        assert_eq!(t.remove(0x10_0020), Some((0, 3)));
     }
 }

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use memtape_core::capture::{CaptureError, CaptureReader, ReadSummary, Record};
 use memtape_core::report::{
     compare, diff_text, flamegraph_html, folded, group_sites, has_several_sources, html_report,
-    json_diff, json_sites, json_summary, source_split_text, stats_text, top_text, total_bytes,
-    Analysis, HtmlReportOptions, Moment, ReplayOptions, ReplayResult, RunInfo, Site, StackTotal,
-    Symbols, Ticks,
+    json_diff, json_sites, json_summary, source_split_text, stats_text, timeline_csv, top_text,
+    total_bytes, Analysis, HtmlReportOptions, Moment, ReplayOptions, ReplayResult, RunInfo, Site,
+    StackTotal, Symbols, Ticks,
 };
 use memtape_core::{
     Action, Event, EventRing, GroupBy, LiveEntry, LiveTable, MemorySnapshot, ResolvedFrame,
@@ -260,19 +260,22 @@ impl PyCapture {
 
 /// Streams `path` once and returns its analysis. `moments` are `marker:LABEL` or
 /// `time:NS` specs whose live sets can then be read as `moment:0`, `moment:1`, ...
+/// `time_window=False` skips what only the HTML report's time-window view needs.
 #[pyfunction]
-#[pyo3(signature = (path, *, moments=Vec::new(), progress=None))]
+#[pyo3(signature = (path, *, moments=Vec::new(), progress=None, time_window=true))]
 pub(crate) fn analyze_capture(
     py: Python<'_>,
     path: PathBuf,
     moments: Vec<String>,
     progress: Option<&Bound<'_, PyAny>>,
+    time_window: bool,
 ) -> PyResult<PyCapture> {
     let options = ReplayOptions {
         moments: moments
             .iter()
             .map(|m| parse_moment(m))
             .collect::<PyResult<_>>()?,
+        time_histogram: time_window,
         ..ReplayOptions::default()
     };
     let mut analysis = Analysis::new(options);
@@ -508,6 +511,11 @@ impl PyCapture {
             ..HtmlReportOptions::default()
         };
         html_report(&self.info, &self.result, &self.symbols, &options)
+    }
+
+    /// Memory over time as CSV: time, live bytes by source and in total.
+    fn timeline_csv(&self) -> String {
+        timeline_csv(&self.result)
     }
 
     /// Every block live at the end as tracemalloc raw traces

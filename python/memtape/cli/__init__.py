@@ -6,7 +6,7 @@
     memtape diff FILE_A [FILE_B]        what grew (tracemalloc's compare_to)
     memtape flamegraph FILE -o out.html [--leaks]
     memtape report FILE -o report.html  one offline page
-    memtape export FILE --format torch|tracemalloc|json -o OUT
+    memtape export FILE --format torch|tracemalloc|json|csv -o OUT
 
 With ``--follow-children`` each child Python records ``FILE.<pid>.mtape`` beside FILE;
 every reading command then reads them all (combined), or one with ``--pid PID``.

@@ -50,10 +50,13 @@ def refuse_overwrite(command: str, path: str, force: bool) -> None:
 
 
 def open_capture(command: str, path: str, moments: Sequence[str] = ()) -> _native.Capture:
-    """Reads and analyzes ``path``; exits with status 2 on a bad or missing file."""
+    """Reads and analyzes ``path``; exits with status 2 on a bad or missing file. Only
+    ``report`` builds the HTML report's time-window data."""
     progress = Progress(f"reading {path}")
     try:
-        capture = _native.analyze_capture(path, moments=list(moments), progress=progress)
+        capture = _native.analyze_capture(
+            path, moments=list(moments), progress=progress, time_window=command == "report"
+        )
     except _native.CaptureFileError as exc:
         fail(command, str(exc))
     except OSError as exc:

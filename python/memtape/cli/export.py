@@ -1,10 +1,12 @@
-"""``memtape export FILE --format torch|tracemalloc|json -o OUT``.
+"""``memtape export FILE --format torch|tracemalloc|json|csv -o OUT``.
 
 - ``torch``: the last ``--max-entries`` events as a PyTorch memory_viz snapshot (pickle;
   ``OUT.json`` gets the viewer's JSON form);
 - ``tracemalloc``: the blocks live at the end as a standard-library tracemalloc
   snapshot (``tracemalloc.Snapshot.load`` reads it);
-- ``json``: totals, peak and top sites.
+- ``json``: totals, peak and top sites;
+- ``csv``: memory over time (the report's chart), one row per point: time, live bytes
+  of the Python heap, native code and frameworks, and their total.
 
 For a ``--follow-children`` capture, ``json`` adds the combined numbers and each process
 (as ``memtape stats --json``), ``tracemalloc`` holds every process' blocks live at its
@@ -28,7 +30,7 @@ def main(argv: list[str]) -> int:
         prog="memtape export", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     p.add_argument("file", help="a capture file from memtape run")
-    p.add_argument("--format", required=True, choices=("torch", "tracemalloc", "json"))
+    p.add_argument("--format", required=True, choices=("torch", "tracemalloc", "json", "csv"))
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--max-entries", type=int, default=100_000, help="torch: events kept")
     p.add_argument("--force", action="store_true", help="overwrite the output file")
@@ -49,6 +51,8 @@ def main(argv: list[str]) -> int:
             write_text("export", args.output, out.getvalue())
         elif args.format == "json":
             write_text("export", args.output, capture.summary_json(50))
+        elif args.format == "csv":
+            write_text("export", args.output, capture.timeline_csv())
         elif args.format == "torch":
             if several:
                 print(

@@ -1,7 +1,9 @@
 """``memtape report FILE -o report.html``: one self-contained page that works offline:
 memory over time, the flame graph at the peak, the top sites, leaks and the run's
 metadata. For a ``--follow-children`` capture: a page with a process selector (all
-processes combined, or each one's own report); ``--pid`` writes one process' report."""
+processes combined, or each one's own report); ``--pid`` writes one process' report.
+Click the chart for the memory live at a moment, drag across it for what a stretch of
+time allocated and kept; the timeline downloads as CSV."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ def print_run_summary(path: str, events: int, size: int, top: int = 5) -> None:
     err = sys.stderr
     print(f"\nmemtape: recorded {events:,} events into {path} ({size / 2**20:.1f} MiB)", file=err)
     try:
-        capture = _native.analyze_capture(path)
+        capture = _native.analyze_capture(path, time_window=False)
     except (OSError, ValueError) as exc:
         print(f"memtape: cannot summarize {path}: {exc}", file=err)
         return

@@ -45,7 +45,7 @@ class Recording:
     def stop(self, sites: int, keep: bool) -> PhaseMemory:
         _native._stop_capture("normal", 0)
         try:
-            capture = _native.analyze_capture(self.path)
+            capture = _native.analyze_capture(self.path, time_window=False)
             summary = json.loads(capture.summary_json(0))
             return PhaseMemory(
                 peak=capture.peak[0],

@@ -181,19 +181,9 @@ impl<'s> FlameGraph<'s> {
             stack.extend(kept.iter().rev());
         }
         let mut w = JsonWriter::new();
-        w.begin_object().key("strings").begin_array();
-        for s in &string_list {
-            w.string(s);
-        }
-        w.end_array().key("frames").begin_array();
-        for &(function, file, line) in &frame_list {
-            w.begin_array()
-                .uint(function)
-                .uint(file)
-                .uint(u64::from(line))
-                .end_array();
-        }
-        w.end_array().key("nodes").begin_array();
+        w.begin_object();
+        write_frame_tables(&mut w, &string_list, &frame_list);
+        w.key("nodes").begin_array();
         for &(frame, value, children) in &preorder {
             w.begin_array()
                 .int(frame)
@@ -204,6 +194,24 @@ impl<'s> FlameGraph<'s> {
         w.end_array().end_object();
         w.finish()
     }
+}
+
+/// Writes the `strings` and `frames` (`[function, file, line]` string indexes) keys of a
+/// page's data object.
+pub(crate) fn write_frame_tables(w: &mut JsonWriter, strings: &[&str], frames: &[(u64, u64, u32)]) {
+    w.key("strings").begin_array();
+    for s in strings {
+        w.string(s);
+    }
+    w.end_array().key("frames").begin_array();
+    for &(function, file, line) in frames {
+        w.begin_array()
+            .uint(function)
+            .uint(file)
+            .uint(u64::from(line))
+            .end_array();
+    }
+    w.end_array();
 }
 
 /// Folded stacks, one line per distinct path: `outer;...;inner bytes`, sorted. A frame

@@ -19,6 +19,7 @@ use super::run_info::RunInfo;
 use super::sites::{group_sites_with_tracebacks, SiteDetail};
 use super::symbols::Symbols;
 use super::text::{frame_location, site_location};
+use super::time_window_html::{time_window_controls, TIME_WINDOW_JS};
 use super::units::{grouped, human_duration, human_size, percent};
 
 /// What the report shows.
@@ -80,6 +81,7 @@ pub fn html_report(
     summary(&mut out, r);
     out.push_str("<section id=\"timeline\">\n<h2>Memory over time</h2>\n");
     memory_chart(&mut out, r);
+    time_window_controls(&mut out, r, symbols);
     out.push_str("</section>\n");
 
     let graph = FlameGraph::new(&r.live_at_peak, symbols);
@@ -135,7 +137,7 @@ pub fn html_report(
 
     let _ = write!(
         out,
-        "<div id=\"fg-tip\"></div>\n<script>\n{FLAMEGRAPH_JS}</script>\n</body>\n</html>\n"
+        "<div id=\"fg-tip\"></div>\n<script>\n{FLAMEGRAPH_JS}{TIME_WINDOW_JS}</script>\n</body>\n</html>\n"
     );
     out
 }
@@ -296,7 +298,8 @@ fn memory_chart(out: &mut String, r: &ReplayResult) {
         concat!(
             "<svg id=\"memory-chart\" viewBox=\"0 0 {w} {h}\" role=\"img\" ",
             "aria-label=\"Live memory over time, peak {peak}\" data-peak-bytes=\"{pb}\" ",
-            "data-points=\"{n}\" data-x-axis=\"{axis}\">"
+            "data-points=\"{n}\" data-x-axis=\"{axis}\" data-x-max=\"{x_max}\" ",
+            "data-plot-x0=\"{plot_x0}\" data-plot-x1=\"{plot_x1}\">"
         ),
         w = CHART_W,
         h = CHART_H,
@@ -304,6 +307,9 @@ fn memory_chart(out: &mut String, r: &ReplayResult) {
         pb = r.peak.bytes,
         n = points.len(),
         axis = if by_time { "time" } else { "events" },
+        x_max = x_max as u64,
+        plot_x0 = PAD_LEFT,
+        plot_x1 = CHART_W - PAD_RIGHT,
     );
     // Axes and labels.
     let _ = writeln!(
@@ -599,8 +605,9 @@ mod tests {
         assert!(!html.contains(HOSTILE_SCRIPT));
         assert!(!html.contains(HOSTILE_ATTR));
         assert!(!html.contains("<img"));
-        assert_eq!(html.matches("<script").count(), 2);
-        assert_eq!(html.matches("</script>").count(), 2);
+        // The script, the flame graph's data, the time-window data and the CSV.
+        assert_eq!(html.matches("<script").count(), 4);
+        assert_eq!(html.matches("</script>").count(), 4);
         assert!(html.contains("&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;"));
     }
 

@@ -107,6 +107,11 @@ impl LiveByStack {
         slot
     }
 
+    /// The stack id of `slot`.
+    pub(crate) fn stack_of(&self, slot: u32) -> u32 {
+        self.ids[slot as usize]
+    }
+
     #[inline]
     fn touch(&mut self, slot: u32) -> &mut Cell {
         let live = &mut self.live[slot as usize];

@@ -1,4 +1,4 @@
-//! The replay's live set: `(domain, address) -> (size, stack slot)`.
+//! The replay's live set: `(domain, address) -> (size, stack slot, time bucket)`.
 //!
 //! Small granule-aligned blocks of domain 0 (pymalloc's objects, the bulk) sit in the
 //! [`ChunkedTable`] by address; every other block in a hash map per domain. A block can
@@ -11,8 +11,8 @@ use rustc_hash::FxHashMap;
 
 use crate::chunked_table::{is_granule, is_small, ChunkedTable};
 
-/// `(size, stack slot)` of a block.
-pub(crate) type Block = (u64, u32);
+/// `(size, stack slot, time bucket id)` of a block (see [`super::bucket_clock`]).
+pub(crate) type Block = (u64, u32, u16);
 
 const REGION_SHIFT: u32 = 16;
 const REGION_COUNTERS: usize = 1 << 14;
@@ -88,7 +88,7 @@ impl LiveSet {
         if is_small(addr, block.0) {
             let old = self
                 .small
-                .insert(addr, block.0, block.1)
+                .insert_tagged(addr, block.0, block.1, block.2)
                 .map_err(|_| NotTracked)?;
             return Ok(old.or_else(|| self.remove_big(addr)));
         }
@@ -97,13 +97,21 @@ impl LiveSet {
             None => {
                 self.big_per_region[region(addr)] += 1;
                 if is_granule(addr) {
-                    self.small.remove(addr)
+                    self.small.remove_tagged(addr)
                 } else {
                     None
                 }
             }
         };
         Ok(old)
+    }
+
+    /// Every live block, in no particular order.
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = Block> + '_ {
+        self.small
+            .iter_tagged()
+            .chain(self.big.values().copied())
+            .chain(self.domains.iter().flat_map(|(_, b)| b.values().copied()))
     }
 
     /// Forgets a block of `domain` (`None`: domain 0 first, then any other); returns it.
@@ -118,7 +126,7 @@ impl LiveSet {
         match domain {
             Some(0) | None => {
                 let found = if is_granule(addr) {
-                    self.small.remove(addr)
+                    self.small.remove_tagged(addr)
                 } else {
                     None
                 };
@@ -149,17 +157,20 @@ mod tests {
     #[test]
     fn blocks_move_between_tables_and_domains_stay_apart() {
         let mut s = LiveSet::default();
-        assert_eq!(s.insert(0, 0x1000, (4096, 1)), Ok(None));
+        assert_eq!(s.insert(0, 0x1000, (4096, 1, 0)), Ok(None));
         // The same address reused for a small block replaces the big one.
-        assert_eq!(s.insert(0, 0x1000, (16, 2)), Ok(Some((4096, 1))));
-        assert_eq!(s.insert(0, 0x1000, (8192, 3)), Ok(Some((16, 2))));
-        assert_eq!(s.insert(7, 0x1000, (5, 4)), Ok(None));
-        assert_eq!(s.insert(0, 0x1008, (8, 5)), Ok(None)); // not granule-aligned
-        assert_eq!(s.insert(0, 0, (8, 5)), Err(NotTracked));
-        assert_eq!(s.remove(None, 0x1000), Some((8192, 3)));
+        assert_eq!(s.insert(0, 0x1000, (16, 2, 1)), Ok(Some((4096, 1, 0))));
+        assert_eq!(s.insert(0, 0x1000, (8192, 3, 2)), Ok(Some((16, 2, 1))));
+        assert_eq!(s.insert(7, 0x1000, (5, 4, 3)), Ok(None));
+        assert_eq!(s.insert(0, 0x1008, (8, 5, 4)), Ok(None)); // not granule-aligned
+        assert_eq!(s.insert(0, 0, (8, 5, 0)), Err(NotTracked));
+        let mut all: Vec<Block> = s.blocks().collect();
+        all.sort_unstable();
+        assert_eq!(all, vec![(5, 4, 3), (8, 5, 4), (8192, 3, 2)]);
+        assert_eq!(s.remove(None, 0x1000), Some((8192, 3, 2)));
         assert_eq!(s.remove(Some(0), 0x1000), None);
-        assert_eq!(s.remove(None, 0x1000), Some((5, 4)));
-        assert_eq!(s.remove(Some(0), 0x1008), Some((8, 5)));
+        assert_eq!(s.remove(None, 0x1000), Some((5, 4, 3)));
+        assert_eq!(s.remove(Some(0), 0x1008), Some((8, 5, 4)));
         assert_eq!(s.remove(Some(9), 0x1008), None);
         assert!(s.big_per_region.iter().all(|&c| c == 0));
     }

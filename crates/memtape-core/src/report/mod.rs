@@ -14,6 +14,7 @@
 //! - [`json_summary`], [`json_sites`], [`json_diff`]: `--json` output.
 
 mod analysis;
+mod bucket_clock;
 mod diff;
 mod flamegraph;
 mod html;
@@ -30,12 +31,16 @@ mod sites;
 mod symbols;
 mod text;
 mod ticks;
+mod time_histogram;
+mod time_window_html;
+mod timeline_csv;
 mod units;
 
 #[cfg(all(test, feature = "slow-tests"))]
 mod perf_tests;
 
 pub use analysis::{Analysis, Analyzed};
+pub use bucket_clock::MAX_BUCKETS;
 pub use diff::{compare, SiteDiff};
 pub use flamegraph::{flamegraph_html, folded, FlameGraph, NO_PYTHON_FRAME};
 pub use html_report::{html_report, HtmlReportOptions};
@@ -54,6 +59,9 @@ pub use text::{
     top_text,
 };
 pub use ticks::{Tick, Ticks, DEFAULT_MAX_TICKS, FIRST_TICK_SHIFT};
+pub use time_histogram::{BoundedHistogram, HistRow, TimeHistogram};
+pub use time_window_html::MAX_WINDOW_ROWS;
+pub use timeline_csv::{timeline_csv, TIMELINE_CSV_HEADER};
 pub use units::{grouped, human_duration, human_size, human_size_diff, percent, signed_count};
 
 pub use crate::trace_set::GroupBy;

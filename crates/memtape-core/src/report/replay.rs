@@ -6,10 +6,12 @@
 //! bytes beat the best peak so far (strictly, so the first of equal peaks wins), the
 //! per-stack totals are saved (see [`LiveByStack`]).
 
+use super::bucket_clock::BucketClock;
 use super::live_by_stack::{LiveByStack, StackTotal};
 use super::live_set::LiveSet;
 use super::record::Record;
 use super::series::{MemorySeries, SeriesPoint, DEFAULT_MAX_POINTS};
+use super::time_histogram::TimeHistogram;
 use crate::memory_source::SourceSplit;
 
 /// A moment of the recording to take the live set at (for diffs).
@@ -29,6 +31,9 @@ pub struct ReplayOptions {
     pub moments: Vec<Moment>,
     /// Most points in the memory-over-time series.
     pub max_series_points: usize,
+    /// Whether to build [`ReplayResult::time_histogram`] (the HTML report's time-window
+    /// view); it costs a table update per block that outlives its time bucket.
+    pub time_histogram: bool,
 }
 
 impl Default for ReplayOptions {
@@ -36,6 +41,7 @@ impl Default for ReplayOptions {
         Self {
             moments: Vec::new(),
             max_series_points: DEFAULT_MAX_POINTS,
+            time_histogram: true,
         }
     }
 }
@@ -116,6 +122,9 @@ pub struct ReplayResult {
     /// The live set at each requested moment, in request order; `None` for a marker
     /// that never appeared.
     pub moments: Vec<Option<Vec<StackTotal>>>,
+    /// Bytes by stack and by the time buckets they were allocated and freed in (one
+    /// empty bucket unless [`ReplayOptions::time_histogram`]).
+    pub time_histogram: TimeHistogram,
 }
 
 /// The streaming pass: [`feed`](Replay::feed) every record, then
@@ -140,6 +149,7 @@ pub struct Replay {
     dropped: u64,
     moments: Vec<(Moment, Option<Vec<StackTotal>>)>,
     pending_time_moments: usize,
+    clock: Option<BucketClock>,
 }
 
 impl Default for Replay {
@@ -174,6 +184,7 @@ impl Replay {
             dropped: 0,
             moments: options.moments.into_iter().map(|m| (m, None)).collect(),
             pending_time_moments,
+            clock: options.time_histogram.then(BucketClock::default),
         }
     }
 
@@ -223,9 +234,16 @@ impl Replay {
         self.totals.bytes_allocated = self.totals.bytes_allocated.saturating_add(size);
         let slot = self.by_stack.slot(stack);
         let before = self.current;
-        match self.live.insert(domain, addr, (size, slot)) {
+        match self.live.insert(
+            domain,
+            addr,
+            (size, slot, self.clock.as_ref().map_or(0, BucketClock::id)),
+        ) {
             Ok(replaced) => {
-                if let Some((old_size, old_slot)) = replaced {
+                if let Some((old_size, old_slot, old_born)) = replaced {
+                    if let Some(clock) = &mut self.clock {
+                        clock.freed(old_slot, old_born, old_size);
+                    }
                     self.before_fall();
                     self.totals.replaced += 1;
                     self.totals.bytes_freed = self.totals.bytes_freed.saturating_add(old_size);
@@ -244,7 +262,8 @@ impl Replay {
         if self.current > before {
             self.rise = (self.time_ns, index);
         }
-        self.series.push(self.time_ns, self.current, index);
+        self.series
+            .push(self.time_ns, self.current, index, &self.by_source);
     }
 
     #[inline]
@@ -253,7 +272,10 @@ impl Replay {
         self.events += 1;
         self.totals.frees += 1;
         match self.live.remove_from(domain, addr) {
-            Some((domain, (size, slot))) => {
+            Some((domain, (size, slot, born))) => {
+                if let Some(clock) = &mut self.clock {
+                    clock.freed(slot, born, size);
+                }
                 self.before_fall();
                 self.totals.bytes_freed = self.totals.bytes_freed.saturating_add(size);
                 self.current -= size;
@@ -263,7 +285,8 @@ impl Replay {
             }
             None => self.totals.unknown_frees += 1,
         }
-        self.series.push(self.time_ns, self.current, index);
+        self.series
+            .push(self.time_ns, self.current, index, &self.by_source);
     }
 
     fn time(&mut self, ns: u64) {
@@ -281,6 +304,9 @@ impl Replay {
         }
         self.time_ns = ns;
         self.duration_ns = self.duration_ns.max(ns);
+        if let Some(clock) = &mut self.clock {
+            clock.time(ns);
+        }
     }
 
     fn marker(&mut self, label: &str) {
@@ -310,6 +336,11 @@ impl Replay {
                 Moment::Marker(_) => table,
             })
             .collect();
+        let by_stack = &self.by_stack;
+        let time_histogram = match self.clock {
+            Some(clock) => clock.finish(self.live.blocks(), |slot| by_stack.stack_of(slot)),
+            None => TimeHistogram::default(),
+        };
         ReplayResult {
             totals: self.totals,
             events: self.events,
@@ -325,6 +356,7 @@ impl Replay {
             live_at_peak: self.by_stack.saved_table(),
             live_at_end,
             moments,
+            time_histogram,
         }
     }
 }

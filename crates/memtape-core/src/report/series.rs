@@ -5,6 +5,8 @@
 //! keeps its highest value (the first one, on ties) and when it happened, so no peak is
 //! lost however much the series shrinks.
 
+use crate::memory_source::SourceSplit;
+
 /// One point: the highest live bytes within a bucket and when it was reached.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SeriesPoint {
@@ -14,6 +16,8 @@ pub struct SeriesPoint {
     pub bytes: u64,
     /// Index of the event that reached `bytes`.
     pub event_index: u64,
+    /// `bytes` by source (Python heap, native, framework) at that moment.
+    pub by_source: SourceSplit,
 }
 
 /// The default bound on the number of points.
@@ -34,9 +38,16 @@ impl MemorySeries {
         }
     }
 
-    /// Live bytes were `bytes` after event `event_index`, at `time_ns`.
+    /// Live bytes were `bytes` (`by_source` by source) after event `event_index`, at
+    /// `time_ns`.
     #[inline]
-    pub(crate) fn push(&mut self, time_ns: u64, bytes: u64, event_index: u64) {
+    pub(crate) fn push(
+        &mut self,
+        time_ns: u64,
+        bytes: u64,
+        event_index: u64,
+        by_source: &SourceSplit,
+    ) {
         let mut i = time_ns >> self.shift;
         while i >= self.buckets.len() as u64 {
             self.halve();
@@ -50,6 +61,7 @@ impl MemorySeries {
                     time_ns,
                     bytes,
                     event_index,
+                    by_source: *by_source,
                 })
             }
         }
@@ -89,7 +101,7 @@ mod tests {
         // A sawtooth over 10,000 ns with one spike at 7,777 ns.
         for t in 0..10_000u64 {
             let bytes = if t == 7_777 { 1_000_000 } else { t % 100 };
-            s.push(t, bytes, t);
+            s.push(t, bytes, t, &SourceSplit::default());
         }
         let points = s.points();
         assert!(points.len() <= 10, "{}", points.len());
@@ -106,10 +118,11 @@ mod tests {
     #[test]
     fn equal_values_keep_the_first() {
         let mut s = MemorySeries::new(2);
-        s.push(0, 5, 0);
-        s.push(1, 5, 1);
-        s.push(3, 5, 2);
-        s.push(100, 1, 3);
+        let none = SourceSplit::default();
+        s.push(0, 5, 0, &none);
+        s.push(1, 5, 1, &none);
+        s.push(3, 5, 2, &none);
+        s.push(100, 1, 3, &none);
         let points = s.points();
         assert_eq!(points[0].event_index, 0);
         assert!(points.len() <= 2);

@@ -51,17 +51,18 @@
     var reset = fg.querySelector(".fg-reset");
     var matched = fg.querySelector(".fg-matched");
     var tip = document.getElementById("fg-tip");
-    var data = JSON.parse(dataEl.textContent);
-    var strings = data.strings;
-    var root = buildTree(data);
-    if (!root || root.value === 0) {
-      frames.textContent = "Nothing was live here.";
-      return;
-    }
-    var total = root.value;
-    var zoomed = root;
+    var data, strings, root, total, zoomed;
     var query = "";
     var shown = [];
+
+    // Another view's data (same form as the JSON block) replaces the graph's.
+    function load(d) {
+      data = d;
+      strings = d.strings;
+      root = buildTree(d);
+      total = root ? root.value : 0;
+      zoomed = root;
+    }
 
     function fn(node) {
       return node.frame < 0 ? "all" : strings[data.frames[node.frame][0]];
@@ -90,6 +91,12 @@
     function draw() {
       while (frames.firstChild) frames.removeChild(frames.firstChild);
       shown = [];
+      if (!root || root.value === 0) {
+        frames.style.height = "";
+        frames.textContent = "Nothing was live here.";
+        matched.textContent = "";
+        return;
+      }
       var width = frames.clientWidth || 1000;
       var minPx = 0.5;
       var maxDepth = 0;
@@ -128,7 +135,7 @@
     }
 
     function showMatched() {
-      if (query === "") { matched.textContent = ""; return; }
+      if (query === "" || !root) { matched.textContent = ""; return; }
       var sum = 0;
       var stack = [root];
       while (stack.length) {
@@ -166,8 +173,13 @@
       draw();
     });
     window.addEventListener("resize", draw);
+    fg.memtapeSetData = function (d) { load(d); draw(); };
+    load(JSON.parse(dataEl.textContent));
     draw();
   }
+
+  // For the page's other scripts.
+  window.memtapeUnits = { humanSize: humanSize, pct: pct };
 
   var boxes = document.querySelectorAll(".fg");
   for (var i = 0; i < boxes.length; i++) init(boxes[i]);

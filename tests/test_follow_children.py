@@ -286,7 +286,7 @@ READ_SET_PAGE = r"""
 def test_html_report_has_a_process_selector(
     tmp_path_factory: pytest.TempPathFactory,
     tmp_path: Path,
-    browser: HeadlessChromium,  # noqa: F811 - test_cli_html's fixture
+    browser: HeadlessChromium,
 ) -> None:
     run = run_of("spawn", tmp_path_factory)
     page_path = tmp_path / "report.html"

@@ -22,7 +22,7 @@ from memtape.cli.capture_file import refuse_overwrite
 from memtape.cli.run_end import CaptureEnd, ExitHooks
 
 USAGE = (
-    "usage: memtape run [-o FILE] [--nframe N] [--min-size BYTES] [--no-native-heap]\n"
+    "usage: memtape run [-o FILE] [--nframe N] [--min-size BYTES] [--native | --no-native-heap]\n"
     "                   [--force] [--quiet] (script.py | -m module | -c code) [args ...]"
 )
 
@@ -39,6 +39,9 @@ class RunOptions:
     program: Program
     #: Record native (C, C++, Rust) malloc/mmap calls too (off: ``--no-native-heap``).
     native_heap: bool = True
+    #: Record each allocation's native stack too: the C functions between the Python
+    #: line and the allocation (``--native``).
+    native_stacks: bool = False
 
 
 class UsageError(Exception):
@@ -64,7 +67,7 @@ def _whole(text: str, option: str, minimum: int) -> int:
 def parse_args(argv: list[str]) -> RunOptions:
     """Options first; the program (script, -m, -c) ends them, the rest is its argv."""
     output, nframe, min_size, force, quiet = None, 64, 0, False, False
-    native_heap = True
+    native_heap, native_stacks = True, False
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -86,11 +89,21 @@ def parse_args(argv: list[str]) -> RunOptions:
         elif arg == "--no-native-heap":
             native_heap, i = False, i + 1
             continue
+        elif arg == "--native":
+            native_stacks, i = True, i + 1
+            continue
         else:
             program = split_program(argv, i)
             if program is None:
                 raise UsageError(f"unknown option or missing value: {arg}")
-            return RunOptions(output, nframe, min_size, force, quiet, program, native_heap)
+            if native_stacks and not native_heap:
+                raise UsageError(
+                    "--native records native stacks of native allocations too: "
+                    "it cannot go with --no-native-heap"
+                )
+            return RunOptions(
+                output, nframe, min_size, force, quiet, program, native_heap, native_stacks
+            )
         i += 2
     raise UsageError("nothing to run: give a script, -m module or -c code")
 
@@ -122,6 +135,7 @@ def metadata(opts: RunOptions, launcher: str) -> str:
             "nframe": opts.nframe,
             "min_size": opts.min_size,
             "native_heap": opts.native_heap,
+            "native_stacks": opts.native_stacks,
         }
     )
 
@@ -188,7 +202,9 @@ def main(argv: list[str]) -> int:
 def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
     """Records the program into ``path`` and prints the summary; the exit status."""
     try:
-        _native._start_capture(path, metadata(opts, launcher), opts.min_size, opts.native_heap)
+        _native._start_capture(
+            path, metadata(opts, launcher), opts.min_size, opts.native_heap, opts.native_stacks
+        )
     except OSError as exc:
         print(f"memtape run: {exc}", file=sys.stderr)
         return 2

@@ -32,13 +32,15 @@ mod tests;
 pub use encoder::BlockEncoder;
 pub use error::CaptureError;
 pub use reader::{CaptureReader, ReadSummary};
-pub use record::Record;
+pub use record::{Record, Segments};
 pub use writer::{CaptureFileWriter, ZSTD_LEVEL};
 
 /// The file magic, at offset 0.
 pub const FILE_MAGIC: [u8; 8] = *b"MEMTAPE\0";
-/// The format version this module writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The format version this module writes (2 added the Module and NativeFrame records).
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest format version this module reads.
+pub const OLDEST_FORMAT_VERSION: u16 = 1;
 /// The magic at the start of every block.
 pub const BLOCK_MAGIC: [u8; 4] = *b"MTBK";
 /// The largest metadata JSON the header may carry (1 MiB).

@@ -6,6 +6,7 @@
 
 use rustc_hash::FxHashMap;
 
+use super::native_symbols::{symbolize_module, NativeModule};
 use super::record::Record;
 
 /// The name shown for what the capture never resolved.
@@ -66,6 +67,15 @@ pub struct Symbols {
     /// Files of the launcher (`memtape run`'s own code, runpy): outermost frames in them
     /// are left out of stacks, keeping at least one frame.
     launcher_files: Vec<String>,
+    /// Modules native frames refer to, by id.
+    modules: FxHashMap<u32, NativeModule>,
+    /// Native frames not symbolized yet: frame id -> (module id, file address).
+    native_frames: FxHashMap<u32, (u32, u64)>,
+    /// The next string id given to a name found by symbolization (counting down below
+    /// the reserved ids; capture ids count up from 1).
+    next_local_string: u32,
+    /// Why some native frames read as module+offset.
+    native_notes: Vec<String>,
 }
 
 /// Whether `filename` is one of the launcher `files`, or starts with one of them that ends
@@ -111,8 +121,76 @@ impl Symbols {
             Record::Stack { id, parent, frame } => {
                 self.stacks.insert(id, (parent, frame));
             }
+            Record::Module {
+                id,
+                path,
+                base,
+                build_id,
+                segments,
+            } => {
+                self.modules.insert(
+                    id,
+                    NativeModule {
+                        path: path.to_owned(),
+                        base,
+                        build_id: build_id.to_vec(),
+                        segments: segments.iter().collect(),
+                    },
+                );
+            }
+            Record::NativeFrame { id, module, offset } => {
+                self.native_frames.insert(id, (module, offset));
+            }
             _ => {}
         }
+    }
+
+    /// Turns every native frame fed so far into a frame with names: the function, and
+    /// its file and line where the module's file on this machine has debug information
+    /// (else `module+0xoffset`, with a note in [`Symbols::native_notes`]).
+    pub fn symbolize_native(&mut self) {
+        let mut by_module: FxHashMap<u32, Vec<(u32, u64)>> = FxHashMap::default();
+        for (&frame, &(module, offset)) in &self.native_frames {
+            by_module.entry(module).or_default().push((frame, offset));
+        }
+        self.native_frames.clear();
+        let mut modules: Vec<_> = by_module.into_iter().collect();
+        modules.sort_unstable_by_key(|(id, _)| *id);
+        for (module_id, frames) in modules {
+            let module = self.modules.get(&module_id).cloned().unwrap_or_else(|| NativeModule {
+                path: UNRESOLVED.to_owned(),
+                ..NativeModule::default()
+            });
+            let offsets: Vec<u64> = frames.iter().map(|f| f.1).collect();
+            let (symbols, note) = symbolize_module(&module, &offsets);
+            self.native_notes.extend(note);
+            for (frame, offset) in frames {
+                let Some(symbol) = symbols.get(&offset) else {
+                    continue;
+                };
+                let key = FrameKey {
+                    filename: self.local_string(&symbol.file),
+                    function: self.local_string(&symbol.function),
+                    line: symbol.line,
+                };
+                self.frames.insert(frame, key);
+            }
+        }
+    }
+
+    /// Why some native frames read as module+offset (one line per module).
+    pub fn native_notes(&self) -> &[String] {
+        &self.native_notes
+    }
+
+    fn local_string(&mut self, value: &str) -> u32 {
+        if self.next_local_string == 0 {
+            self.next_local_string = EMPTY_ID - 1;
+        }
+        let id = self.next_local_string;
+        self.next_local_string -= 1;
+        self.strings.insert(id, value.into());
+        id
     }
 
     /// Number of stacks defined.

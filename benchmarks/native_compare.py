@@ -1,7 +1,8 @@
 """Whole-program comparison of native-memory tracing: ``memtape run`` (Python heap and
 native, the default), ``memtape run --no-native-heap``, ``memtape run --native`` (native
 stacks too), ``memray run --trace-python-allocators`` and ``memray run --native
---trace-python-allocators``, beside an untraced run, on one workload script, interleaved round-robin in the same session.
+--trace-python-allocators``, beside an untraced run, on one workload script, interleaved
+round-robin in the same session.
 
 Each run is a fresh process, timed from start to exit (start-up, imports and the capture's
 finishing included: what a user waits for). Also reported: the child's peak RSS

@@ -22,8 +22,10 @@ lib = ctypes.CDLL(sys.argv[1])
 lib.outer.restype = ctypes.c_void_p
 lib.outer.argtypes = [ctypes.c_size_t]
 kept = lib.outer(3_000_000)  # the Python line
+text = [str(i) * 10 for i in range(10_000)]
 """
 PYTHON_LINE = 5
+TEXT_LINE = 6
 
 THREADS_AND_FORK = """
 import ctypes, os, sys, threading
@@ -95,6 +97,12 @@ def test_the_c_call_chain_follows_the_python_line(
     assert python[0] > outer, frames
     # The interpreter's eval loop is not among the frames.
     assert not any("_PyEval_EvalFrameDefault" in f["function"] for f in frames), frames
+    # The interpreter's own allocating functions (PyUnicode_New, ...) are not either: the
+    # strings belong to their Python line.
+    rows = read_json("top", capture, "--limit", "50")["sites"]
+    text = [r for r in rows if r["frames"][0]["filename"] == str(script)]
+    assert any(r["frames"][0]["line"] == TEXT_LINE and r["bytes"] > 300_000 for r in text), rows
+    assert not any("PyUnicode_New" in r["frames"][0]["function"] for r in rows), rows
 
 
 def test_flamegraph_and_top_show_the_c_functions(libs: dict[bool, Path], tmp_path: Path) -> None:

@@ -87,7 +87,9 @@ def record_memory_events(
     """
     token = _native._own_work_begin()  # memtape's own work is never recorded
     try:
-        _record_memory_events(enabled, max_entries, min_size, sources, max_frames, native_stacks)
+        _record_memory_events(
+            enabled, max_entries, min_size, sources, max_frames, native_stacks=native_stacks
+        )
     finally:
         _native._work_end(token)
 
@@ -98,6 +100,7 @@ def _record_memory_events(
     min_size: int,
     sources: Iterable[Source],
     max_frames: int,
+    *,
     native_stacks: bool = False,
 ) -> None:
     if not enabled:

@@ -13,7 +13,8 @@
 //!   `pthread_getattr_np` once per thread (for the thread that starts native stacks, at
 //!   start; for others, at their first native stack, with the thread untraced).
 //!
-//! What is kept: frames after memtape's own (the hook), up to the innermost
+//! What is kept: frames after memtape's own (the hook) and the interpreter's own
+//! allocating functions (see [`Snapshot::interpreter`]), up to the innermost
 //! `_PyEval_EvalFrameDefault` (the interpreter running the innermost Python frame), which
 //! the Python stack continues. A thread with no Python frame keeps everything up to
 //! [`MAX_NATIVE_FRAMES`].
@@ -52,26 +53,13 @@ struct Snapshot {
     ours: (u64, u64),
     /// `_PyEval_EvalFrameDefault`: where the Python stack takes over.
     eval: (u64, u64),
-    /// The allocator API functions that call the PEP 445 hooks (`PyObject_Malloc`, ...):
-    /// skipped when they are the innermost frames, so a stack starts at their caller.
-    allocator_api: Vec<(u64, u64)>,
+    /// The interpreter's own object (libpython, or the executable when it is linked in):
+    /// its functions at the innermost end of a stack (`PyObject_Malloc`, `PyList_New`,
+    /// ...) are how the interpreter allocates for whatever called it, and are skipped, so
+    /// a stack starts at the compiled code that called the interpreter, or at the Python
+    /// line.
+    interpreter: (u64, u64),
 }
-
-/// CPython's allocator entry points (each calls the PEP 445 hook of its domain).
-const ALLOCATOR_API: [&std::ffi::CStr; 12] = [
-    c"PyMem_RawMalloc",
-    c"PyMem_RawCalloc",
-    c"PyMem_RawRealloc",
-    c"PyMem_RawFree",
-    c"PyMem_Malloc",
-    c"PyMem_Calloc",
-    c"PyMem_Realloc",
-    c"PyMem_Free",
-    c"PyObject_Malloc",
-    c"PyObject_Calloc",
-    c"PyObject_Realloc",
-    c"PyObject_Free",
-];
 
 static SNAPSHOT: AtomicPtr<Snapshot> = AtomicPtr::new(std::ptr::null_mut());
 
@@ -159,12 +147,17 @@ fn build_snapshot() -> Snapshot {
     modules.sort_by_key(|m| m.range().0);
     let mut unwinder = NativeUnwinder::new();
     let here = build_snapshot as *const () as u64;
+    let eval = function_range(c"_PyEval_EvalFrameDefault");
     let mut ours = (0, 0);
+    let mut interpreter = (0, 0);
     let mut last_end = 0;
     for m in &modules {
         let range = m.range();
         if m.contains(here) {
             ours = range;
+        }
+        if eval.0 != 0 && m.contains(eval.0) {
+            interpreter = range;
         }
         // framehop wants disjoint ranges in address order.
         if range.0 < last_end || range.0 >= range.1 {
@@ -181,12 +174,8 @@ fn build_snapshot() -> Snapshot {
     Snapshot {
         unwinder,
         ours,
-        eval: function_range(c"_PyEval_EvalFrameDefault"),
-        allocator_api: ALLOCATOR_API
-            .iter()
-            .map(|name| function_range(name))
-            .filter(|r| r.0 != 0)
-            .collect(),
+        eval,
+        interpreter,
     }
 }
 
@@ -416,11 +405,11 @@ pub(crate) fn capture(out: &mut [u64; MAX_NATIVE_FRAMES]) -> usize {
             continue;
         }
         ours = false;
-        if kept == 0 && snapshot.allocator_api.iter().any(|&r| in_range(r, lookup)) {
-            continue;
-        }
         if in_range(snapshot.eval, lookup) {
             break;
+        }
+        if kept == 0 && in_range(snapshot.interpreter, lookup) {
+            continue;
         }
         out[kept] = frame.address();
         kept += 1;
@@ -494,8 +483,11 @@ mod no_allocation {
         enable();
         let modules = loaded_modules();
         let mut out = [0; MAX_NATIVE_FRAMES];
+        let mut kept = [0; 200];
         COUNTING.set(true);
-        let kept: Vec<usize> = (0..200).map(|_| capture(&mut out)).collect();
+        for n in &mut kept {
+            *n = capture(&mut out);
+        }
         COUNTING.set(false);
         disable();
         assert_eq!(ALLOCATIONS.load(Ordering::Relaxed), 0);

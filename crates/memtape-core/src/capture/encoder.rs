@@ -252,15 +252,41 @@ mod tests {
     #[test]
     fn modules_and_native_frames_round_trip() {
         let mut encoder = BlockEncoder::new();
-        encoder.module(3, "/lib/libx.so", 0x7f00_0000_0000, &[0xab, 0xcd], &[(0, 0x1000), (0x2000, 0x500)]);
+        encoder.module(
+            3,
+            "/lib/libx.so",
+            0x7f00_0000_0000,
+            &[0xab, 0xcd],
+            &[(0, 0x1000), (0x2000, 0x500)],
+        );
         encoder.native_frame(9, 3, 0x1234);
         let records = decode(encoder.as_bytes());
-        let Record::Module { id, path, base, build_id, segments } = records[0] else {
+        let Record::Module {
+            id,
+            path,
+            base,
+            build_id,
+            segments,
+        } = records[0]
+        else {
             panic!("not a module: {:?}", records[0]);
         };
-        assert_eq!((id, path, base, build_id), (3, "/lib/libx.so", 0x7f00_0000_0000, &[0xab, 0xcd][..]));
-        assert_eq!(segments.iter().collect::<Vec<_>>(), [(0, 0x1000), (0x2000, 0x500)]);
-        assert_eq!(records[1], Record::NativeFrame { id: 9, module: 3, offset: 0x1234 });
+        assert_eq!(
+            (id, path, base, build_id),
+            (3, "/lib/libx.so", 0x7f00_0000_0000, &[0xab, 0xcd][..])
+        );
+        assert_eq!(
+            segments.iter().collect::<Vec<_>>(),
+            [(0, 0x1000), (0x2000, 0x500)]
+        );
+        assert_eq!(
+            records[1],
+            Record::NativeFrame {
+                id: 9,
+                module: 3,
+                offset: 0x1234
+            }
+        );
     }
 
     #[test]

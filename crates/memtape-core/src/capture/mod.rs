@@ -63,3 +63,14 @@ const KIND_TRAILER: u8 = 2;
 const COMPRESSION_NONE: u8 = 0;
 /// Block compression: one or more zstd frames.
 const COMPRESSION_ZSTD: u8 = 1;
+
+/// Decoding a raw block directly, for other modules' tests.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::Record;
+
+    /// Hands every record of the raw block `raw` to `f`; panics on a bad block.
+    pub(crate) fn decode<'a>(raw: &'a [u8], mut f: impl FnMut(Record<'a>)) {
+        super::record::decode_block(raw, &mut f).expect("a valid block");
+    }
+}

@@ -85,7 +85,13 @@ pub(crate) mod tests {
                 base,
                 build_id,
                 segments,
-            } => enc.module(id, path, base, build_id, &segments.iter().collect::<Vec<_>>()),
+            } => enc.module(
+                id,
+                path,
+                base,
+                build_id,
+                &segments.iter().collect::<Vec<_>>(),
+            ),
             Record::NativeFrame { id, module, offset } => enc.native_frame(id, module, offset),
         }
     }

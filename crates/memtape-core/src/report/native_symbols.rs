@@ -67,7 +67,9 @@ pub fn symbolize_module(
     }
     match file_build_id(Path::new(&module.path)) {
         Err(e) => return unreadable(e),
-        Ok(found) if !module.build_id.is_empty() && found.as_deref() != Some(&module.build_id[..]) => {
+        Ok(found)
+            if !module.build_id.is_empty() && found.as_deref() != Some(&module.build_id[..]) =>
+        {
             return unreadable(
                 "the file on this machine is not the one that ran (its GNU build id differs)"
                     .to_owned(),

@@ -71,9 +71,9 @@ pub struct Symbols {
     modules: FxHashMap<u32, NativeModule>,
     /// Native frames not symbolized yet: frame id -> (module id, file address).
     native_frames: FxHashMap<u32, (u32, u64)>,
-    /// The next string id given to a name found by symbolization (counting down below
-    /// the reserved ids; capture ids count up from 1).
-    next_local_string: u32,
+    /// Names found by symbolization, with their string ids (counting down below the
+    /// reserved ids; capture ids count up from 1).
+    local_strings: FxHashMap<Box<str>, u32>,
     /// Why some native frames read as module+offset.
     native_notes: Vec<String>,
 }
@@ -157,10 +157,14 @@ impl Symbols {
         let mut modules: Vec<_> = by_module.into_iter().collect();
         modules.sort_unstable_by_key(|(id, _)| *id);
         for (module_id, frames) in modules {
-            let module = self.modules.get(&module_id).cloned().unwrap_or_else(|| NativeModule {
-                path: UNRESOLVED.to_owned(),
-                ..NativeModule::default()
-            });
+            let module = self
+                .modules
+                .get(&module_id)
+                .cloned()
+                .unwrap_or_else(|| NativeModule {
+                    path: UNRESOLVED.to_owned(),
+                    ..NativeModule::default()
+                });
             let offsets: Vec<u64> = frames.iter().map(|f| f.1).collect();
             let (symbols, note) = symbolize_module(&module, &offsets);
             self.native_notes.extend(note);
@@ -184,11 +188,11 @@ impl Symbols {
     }
 
     fn local_string(&mut self, value: &str) -> u32 {
-        if self.next_local_string == 0 {
-            self.next_local_string = EMPTY_ID - 1;
+        if let Some(&id) = self.local_strings.get(value) {
+            return id;
         }
-        let id = self.next_local_string;
-        self.next_local_string -= 1;
+        let id = EMPTY_ID - 1 - self.local_strings.len() as u32;
+        self.local_strings.insert(value.into(), id);
         self.strings.insert(id, value.into());
         id
     }
@@ -374,6 +378,45 @@ mod tests {
         let cycle = triples(&s, 8);
         assert_eq!(cycle.len(), 4);
         assert_eq!(cycle[3], u);
+    }
+}
+
+#[cfg(test)]
+mod native_tests {
+    use super::*;
+    use crate::capture::{BlockEncoder, Record as Rec};
+
+    #[test]
+    fn native_frames_of_a_missing_module_read_as_module_and_offset() {
+        let mut enc = BlockEncoder::new();
+        enc.string(1, "app.py");
+        enc.string(2, "<module>");
+        enc.frame(1, 1, 2, 5);
+        enc.module(
+            1,
+            "/gone/libx.so",
+            0x7f00_0000_0000,
+            &[1, 2],
+            &[(0, 0x2000)],
+        );
+        enc.native_frame(2, 1, 0x1139);
+        enc.native_frame(3, 1, 0x1139);
+        enc.stack(1, 0, 1);
+        enc.stack(2, 1, 2);
+        enc.stack(3, 1, 3);
+        let mut s = Symbols::new();
+        crate::capture::tests_support::decode(enc.as_bytes(), |r: Rec<'_>| s.feed(&r));
+        s.symbolize_native();
+        let frames = s.frames_of(2);
+        assert_eq!(
+            (frames[0].filename, frames[0].function, frames[0].line),
+            ("/gone/libx.so", "libx.so+0x1139", 0)
+        );
+        assert_eq!((frames[1].filename, frames[1].line), ("app.py", 5));
+        // The same name is one frame key (one row when grouping by line).
+        assert_eq!(s.frame_keys(2)[0], s.frame_keys(3)[0]);
+        assert_eq!(s.native_notes().len(), 1);
+        assert!(s.native_notes()[0].contains("/gone/libx.so"));
     }
 }
 

@@ -67,7 +67,11 @@ pub(crate) fn loaded_modules() -> Vec<LoadedModule> {
     out
 }
 
-unsafe extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+unsafe extern "C" fn visit(
+    info: *mut libc::dl_phdr_info,
+    _size: usize,
+    data: *mut c_void,
+) -> c_int {
     // SAFETY: `data` is the Vec passed by `loaded_modules`; `info` is valid during the call.
     let (out, info) = unsafe { (&mut *data.cast::<Vec<LoadedModule>>(), &*info) };
     if info.dlpi_phdr.is_null() {

@@ -23,8 +23,8 @@ use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 use framehop::{
-    CacheNative, ExplicitModuleSectionInfo, Module, MustNotAllocateDuringUnwind, Unwinder,
-    UnwinderNative, UnwindRegsNative,
+    CacheNative, ExplicitModuleSectionInfo, Module, MustNotAllocateDuringUnwind, UnwindRegsNative,
+    Unwinder, UnwinderNative,
 };
 
 use super::loaded_modules::{loaded_modules, LoadedModule};
@@ -260,12 +260,7 @@ fn function_range(name: &std::ffi::CStr) -> (u64, u64) {
         }
         let mut info: libc::Dl_info = std::mem::zeroed();
         let mut sym: *mut libc::Elf64_Sym = std::ptr::null_mut();
-        let found = libc::dladdr1(
-            addr,
-            &mut info,
-            (&raw mut sym).cast(),
-            RTLD_DL_SYMENT,
-        );
+        let found = libc::dladdr1(addr, &mut info, (&raw mut sym).cast(), RTLD_DL_SYMENT);
         let size = if found != 0 && !sym.is_null() {
             (*sym).st_size
         } else {
@@ -494,7 +489,10 @@ mod no_allocation {
         // Past this test binary's own frames, the thread's start in libc.
         assert!(kept.iter().all(|&n| n == kept[0] && n >= 1), "{kept:?}");
         for &ip in &out[..kept[0]] {
-            assert!(modules.iter().any(|m| m.contains(ip - 1)), "{ip:#x} in no module");
+            assert!(
+                modules.iter().any(|m| m.contains(ip - 1)),
+                "{ip:#x} in no module"
+            );
         }
     }
 }

@@ -243,6 +243,24 @@ fn three_blocks() -> Vec<Vec<Owned>> {
 }
 
 #[test]
+fn version_1_files_still_read() {
+    // Version 1 is version 2 without the Module and NativeFrame records.
+    let old: Vec<Owned> = every_kind()
+        .into_iter()
+        .filter(|r| !matches!(r, Owned::Module(..) | Owned::NativeFrame(..)))
+        .collect();
+    let mut sample = write_file(&[old.clone()], Some(TRAILER));
+    sample.bytes[8..10].copy_from_slice(&1u16.to_le_bytes());
+    let mut reader = CaptureReader::new(&sample.bytes[..]).unwrap();
+    assert_eq!(reader.version(), 1);
+    let mut records = Vec::new();
+    reader
+        .for_each_record(|record| records.push(Owned::from(record)))
+        .unwrap();
+    assert_eq!(records, old);
+}
+
+#[test]
 fn every_record_kind_round_trips() {
     let blocks = vec![every_kind()];
     let sample = write_file(&blocks, Some(TRAILER));

@@ -249,7 +249,7 @@ fn version_1_files_still_read() {
         .into_iter()
         .filter(|r| !matches!(r, Owned::Module(..) | Owned::NativeFrame(..)))
         .collect();
-    let mut sample = write_file(&[old.clone()], Some(TRAILER));
+    let mut sample = write_file(std::slice::from_ref(&old), Some(TRAILER));
     sample.bytes[8..10].copy_from_slice(&1u16.to_le_bytes());
     let mut reader = CaptureReader::new(&sample.bytes[..]).unwrap();
     assert_eq!(reader.version(), 1);

@@ -47,10 +47,18 @@ pub fn symbolize_module(
     module: &NativeModule,
     offsets: &[u64],
 ) -> (FxHashMap<u64, NativeSymbol>, Option<String>) {
-    let fallback = |offset: u64| NativeSymbol {
-        file: module.path.clone(),
-        function: format!("{}+{offset:#x}", module.short_name()),
-        line: 0,
+    let fallback = |offset: u64| match module.path.as_str() {
+        // An address in no loaded object (generated code, a trampoline).
+        "" => NativeSymbol {
+            file: "<unknown module>".to_owned(),
+            function: format!("{offset:#x}"),
+            line: 0,
+        },
+        path => NativeSymbol {
+            file: path.to_owned(),
+            function: format!("{}+{offset:#x}", module.short_name()),
+            line: 0,
+        },
     };
     let unreadable = |why: String| {
         let all = offsets.iter().map(|&o| (o, fallback(o))).collect();

@@ -157,14 +157,8 @@ impl Symbols {
         let mut modules: Vec<_> = by_module.into_iter().collect();
         modules.sort_unstable_by_key(|(id, _)| *id);
         for (module_id, frames) in modules {
-            let module = self
-                .modules
-                .get(&module_id)
-                .cloned()
-                .unwrap_or_else(|| NativeModule {
-                    path: UNRESOLVED.to_owned(),
-                    ..NativeModule::default()
-                });
+            // Module 0 (or one never defined): an address in no loaded object.
+            let module = self.modules.get(&module_id).cloned().unwrap_or_default();
             let offsets: Vec<u64> = frames.iter().map(|f| f.1).collect();
             let (symbols, note) = symbolize_module(&module, &offsets);
             self.native_notes.extend(note);

@@ -13,10 +13,10 @@
 //!   `pthread_getattr_np` once per thread (for the thread that starts native stacks, at
 //!   start; for others, at their first native stack, with the thread untraced).
 //!
-//! What is kept: frames after memtape's own (the hook) and the interpreter's own
-//! allocating functions (see [`Snapshot::interpreter`]), up to the innermost
-//! `_PyEval_EvalFrameDefault` (the interpreter running the innermost Python frame), which
-//! the Python stack continues. A thread with no Python frame keeps everything up to
+//! What is kept: frames other than memtape's own (the hook, the launcher) and the
+//! interpreter's own allocating functions (see [`Snapshot::interpreter`]), up to the
+//! innermost `_PyEval_EvalFrameDefault` (the interpreter running the innermost Python
+//! frame), which the Python stack continues. A thread with no Python frame keeps everything up to
 //! [`MAX_NATIVE_FRAMES`].
 
 use std::cell::{Cell, UnsafeCell};
@@ -390,16 +390,16 @@ pub(crate) fn capture(out: &mut [u64; MAX_NATIVE_FRAMES]) -> usize {
         .iter_frames(pc, regs, cache, &mut read_stack);
     let in_range = |r: (u64, u64), a: u64| r.0 <= a && a < r.1;
     let mut kept = 0;
-    let mut ours = true;
     for _ in 0..MAX_WALK {
         let Ok(Some(frame)) = frames.next() else {
             break;
         };
         let lookup = frame.address_for_lookup();
-        if ours && in_range(snapshot.ours, lookup) {
+        // memtape's own frames: the hook, and memtape code that calls into Python (the
+        // launcher running the program) are never part of the program's stack.
+        if in_range(snapshot.ours, lookup) {
             continue;
         }
-        ours = false;
         if in_range(snapshot.eval, lookup) {
             break;
         }

@@ -27,6 +27,13 @@ pub(crate) struct ThreadCapture {
     /// on: they continue the Python stack.
     native: [u64; MAX_NATIVE_FRAMES],
     native_len: usize,
+    /// The previous native capture, outermost first, with the stack id ending at each
+    /// frame and the Python stack it continued: its unchanged outer part is reused.
+    prev_native: [u64; MAX_NATIVE_FRAMES],
+    prev_native_ids: [StackId; MAX_NATIVE_FRAMES],
+    prev_native_len: usize,
+    prev_native_base: StackId,
+    prev_native_generation: u64,
 }
 
 impl ThreadCapture {
@@ -39,17 +46,46 @@ impl ThreadCapture {
         unchanged: None,
         native: [0; MAX_NATIVE_FRAMES],
         native_len: 0,
+        prev_native: [0; MAX_NATIVE_FRAMES],
+        prev_native_ids: [EMPTY_STACK; MAX_NATIVE_FRAMES],
+        prev_native_len: 0,
+        prev_native_base: EMPTY_STACK,
+        prev_native_generation: u64::MAX,
     };
 
-    /// Interns the native frames just unwound on top of the Python stack `id`.
-    fn intern_native(&mut self, rec: &mut Recorder, mut id: StackId) -> StackId {
+    /// Interns the native frames just unwound on top of the Python stack `base`, reusing
+    /// the ids of the outer frames unchanged since the previous native capture (on the
+    /// same Python stack, in the same recorder generation).
+    fn intern_native(&mut self, rec: &mut Recorder, base: StackId) -> StackId {
         let n = std::mem::take(&mut self.native_len);
-        for &ip in self.native[..n].iter().rev() {
+        let reusable =
+            self.prev_native_generation == rec.generation && self.prev_native_base == base;
+        let same = if reusable {
+            self.prev_native[..self.prev_native_len]
+                .iter()
+                .zip(self.native[..n].iter().rev())
+                .take_while(|(a, b)| a == b)
+                .count()
+        } else {
+            0
+        };
+        let mut id = match same {
+            0 => base,
+            k => self.prev_native_ids[k - 1],
+        };
+        let mut len = same;
+        for &ip in self.native[..n - same].iter().rev() {
             match rec.stacks.intern(id, native_frame_code(ip), 0) {
                 Some((next, _)) => id = next,
                 None => break,
             }
+            self.prev_native[len] = ip;
+            self.prev_native_ids[len] = id;
+            len += 1;
         }
+        self.prev_native_len = len;
+        self.prev_native_base = base;
+        self.prev_native_generation = rec.generation;
         id
     }
 

@@ -1,7 +1,8 @@
 """Whole-program comparison of native-memory tracing: ``memtape run`` (Python heap and
-native, the default), ``memtape run --no-native-heap``, ``memray run
---trace-python-allocators`` and ``memray run --native --trace-python-allocators``, beside an
-untraced run, on one workload script, interleaved round-robin in the same session.
+native, the default), ``memtape run --no-native-heap``, ``memtape run --native`` (native
+stacks too), ``memray run --trace-python-allocators`` and ``memray run --native
+--trace-python-allocators``, beside an untraced run, on one workload script, interleaved
+round-robin in the same session.
 
 Each run is a fresh process, timed from start to exit (start-up, imports and the capture's
 finishing included: what a user waits for). Also reported: the child's peak RSS
@@ -27,7 +28,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-CONFIGS = ("untraced", "memtape-heap", "memtape", "memray", "memray-native")
+CONFIGS = (
+    "untraced",
+    "memtape-heap",
+    "memtape",
+    "memtape-native",
+    "memray",
+    "memray-native",
+)
 
 
 @dataclass
@@ -49,6 +57,7 @@ def command(python: str, config: str, script: str, out: str) -> list[str]:
         "untraced": [python, script],
         "memtape-heap": [*memtape, "--no-native-heap", script],
         "memtape": [*memtape, script],
+        "memtape-native": [*memtape, "--native", script],
         "memray": [*memray, script],
         "memray-native": [*memray, "--native", script],
     }[config]

@@ -3,7 +3,8 @@ reading a capture's native blocks.
 
 ``build(tmp)`` compiles ``tests/native/nativealloc.c`` into ``libnativealloc.so``
 (``build_alloc(tmp)``: that one alone) and a RUNPATH pair (``libnaparent.so`` opening
-``sub/libnachild.so`` by its bare name).
+``sub/libnachild.so`` by its bare name). ``build_call_chain(tmp, frame_pointers=...)``
+compiles the ``outer -> middle -> leaf_alloc`` chain of ``tests/native/callchain.c``.
 ``native_blocks(capture)`` lists the native blocks live at the end of a capture as
 ``(size, innermost (file, line))``.
 """
@@ -54,6 +55,27 @@ def _gcc(*args: str | Path) -> None:
     gcc = shutil.which("gcc")
     assert gcc, "gcc is needed (scripts/test.sh installs it: apt-get install gcc)"
     subprocess.run([gcc, "-O1", "-fPIC", "-shared", *map(str, args)], check=True)
+
+
+def build_call_chain(out: Path, *, frame_pointers: bool) -> Path:
+    """Compiles ``tests/native/callchain.c`` (``outer -> middle -> leaf_alloc -> malloc``)
+    with debug information, with or without frame pointers; returns its path."""
+    name = "libchain-fp.so" if frame_pointers else "libchain-nofp.so"
+    fp = "-fno-omit-frame-pointer" if frame_pointers else "-fomit-frame-pointer"
+    lib = out / name
+    _gcc("-g", fp, "-o", lib, SOURCES / "callchain.c")
+    return lib
+
+
+def call_chain_lines() -> dict[str, int]:
+    """The line of each ``/* MARK name */`` in ``callchain.c``: where each function calls
+    the next."""
+    lines = (SOURCES / "callchain.c").read_text(encoding="utf-8").splitlines()
+    return {
+        line.split("MARK ")[1].split()[0]: n
+        for n, line in enumerate(lines, start=1)
+        if "/* MARK " in line
+    }
 
 
 def build_alloc(out: Path) -> Path:

@@ -69,6 +69,7 @@ def record_memory_events(
     min_size: int = 0,
     sources: Iterable[Source] = SOURCES,
     max_frames: int = 64,
+    native_stacks: bool = False,
 ) -> None:
     """Start keeping the last ``max_entries`` memory events, or stop (``enabled=False``).
 
@@ -79,16 +80,28 @@ def record_memory_events(
     Python heap (``"python"``), framework allocators (``"framework"``) and/or native
     allocations of C, C++ and Rust code (``"native"``, not recorded by default);
     ``max_frames`` is how many frames of each stack are kept, innermost first.
+    ``native_stacks`` also records the compiled (C, C++, Rust) functions between the
+    Python line and each allocation; they read ``(library path, function, 0)``, named
+    from the libraries' symbol tables (``memtape run --native`` captures get file and line
+    from debug information at report time).
     """
     token = _native._own_work_begin()  # memtape's own work is never recorded
     try:
-        _record_memory_events(enabled, max_entries, min_size, sources, max_frames)
+        _record_memory_events(
+            enabled, max_entries, min_size, sources, max_frames, native_stacks=native_stacks
+        )
     finally:
         _native._work_end(token)
 
 
 def _record_memory_events(
-    enabled: bool, max_entries: int, min_size: int, sources: Iterable[Source], max_frames: int
+    enabled: bool,
+    max_entries: int,
+    min_size: int,
+    sources: Iterable[Source],
+    max_frames: int,
+    *,
+    native_stacks: bool = False,
 ) -> None:
     if not enabled:
         _native.record_memory_events(False, 1, 0, False, False, 1)
@@ -112,6 +125,7 @@ def _record_memory_events(
         "framework" in chosen,
         min(frames, 65535),
         "native" in chosen,
+        bool(native_stacks),
     )
 
 

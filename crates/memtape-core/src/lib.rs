@@ -31,6 +31,9 @@ pub use live_table::{LiveEntry, LiveTable, TableFull};
 pub use memory_snapshot::{MemorySnapshot, ResolvedFrame, SegmentState};
 pub use memory_source::{MemorySource, SourceSplit, NATIVE_DEVICE, NATIVE_DOMAIN, NUMPY_DOMAIN};
 pub use mmap_ranges::{MappedPiece, MmapRanges, RangeChange};
-pub use stack_table::{StackId, StackNode, StackTable, EMPTY_STACK};
+pub use stack_table::{
+    native_frame_code, native_frame_ip, StackId, StackNode, StackTable, EMPTY_STACK,
+    NATIVE_FRAME_BIT,
+};
 pub use torch_snapshot::{TorchSnapshotStats, TorchSnapshotWriter};
 pub use trace_set::{GroupBy, GroupStat, StatsError, TraceRecord, TraceSet, TraceSetBuilder};

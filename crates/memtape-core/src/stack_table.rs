@@ -12,12 +12,29 @@ pub type StackId = u32;
 /// The empty stack (no Python frame, e.g. an allocation made while no code ran).
 pub const EMPTY_STACK: StackId = 0;
 
+/// Set in [`StackNode::code`] for a native frame, whose other bits are a return address
+/// (user-space addresses never have it; a code object's address never does either).
+pub const NATIVE_FRAME_BIT: usize = 1 << (usize::BITS - 1);
+
+/// The `code` of a native frame at return address `ip`.
+#[inline]
+pub fn native_frame_code(ip: u64) -> usize {
+    ip as usize | NATIVE_FRAME_BIT
+}
+
+/// The return address of a native frame's `code`, or `None` for a Python frame.
+#[inline]
+pub fn native_frame_ip(code: usize) -> Option<u64> {
+    (code & NATIVE_FRAME_BIT != 0).then_some((code & !NATIVE_FRAME_BIT) as u64)
+}
+
 /// One frame of an interned stack, linked to its caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StackNode {
     /// The caller's stack (the stack without this frame).
     pub parent: StackId,
-    /// Opaque code identity (the binding uses the code object's address).
+    /// Opaque code identity (the binding uses the code object's address; a native frame
+    /// is its return address with [`NATIVE_FRAME_BIT`] set).
     pub code: usize,
     /// Instruction offset in code units (CPython's `lasti`).
     pub lasti: i32,

@@ -4,11 +4,12 @@
 //! A new capture walks the frames (no lock), finds how many outer frames are unchanged,
 //! and interns only the changed inner part, usually one or two frames.
 
-use memtape_core::{StackId, EMPTY_STACK};
+use memtape_core::{native_frame_code, StackId, EMPTY_STACK};
 use pyo3::ffi;
 
 use crate::frames::{self, RawFrame};
 use crate::hook_mode::HookThread;
+use crate::native::native_stacks::{self, MAX_NATIVE_FRAMES};
 use crate::recorder::Recorder;
 
 /// One thread's capture cache (lives in the thread's [`HookThread`]).
@@ -22,6 +23,17 @@ pub(crate) struct ThreadCapture {
     generation: u64,
     /// How many outermost frames of the walk equal `frames` (None: depth changed).
     unchanged: Option<usize>,
+    /// Scratch: the native frames just unwound (innermost first), when native stacks are
+    /// on: they continue the Python stack.
+    native: [u64; MAX_NATIVE_FRAMES],
+    native_len: usize,
+    /// The previous native capture, outermost first, with the stack id ending at each
+    /// frame and the Python stack it continued: its unchanged outer part is reused.
+    prev_native: [u64; MAX_NATIVE_FRAMES],
+    prev_native_ids: [StackId; MAX_NATIVE_FRAMES],
+    prev_native_len: usize,
+    prev_native_base: StackId,
+    prev_native_generation: u64,
 }
 
 impl ThreadCapture {
@@ -32,7 +44,50 @@ impl ThreadCapture {
         ids: Vec::new(),
         generation: u64::MAX,
         unchanged: None,
+        native: [0; MAX_NATIVE_FRAMES],
+        native_len: 0,
+        prev_native: [0; MAX_NATIVE_FRAMES],
+        prev_native_ids: [EMPTY_STACK; MAX_NATIVE_FRAMES],
+        prev_native_len: 0,
+        prev_native_base: EMPTY_STACK,
+        prev_native_generation: u64::MAX,
     };
+
+    /// Interns the native frames just unwound on top of the Python stack `base`, reusing
+    /// the ids of the outer frames unchanged since the previous native capture (on the
+    /// same Python stack, in the same recorder generation).
+    fn intern_native(&mut self, rec: &mut Recorder, base: StackId) -> StackId {
+        let n = std::mem::take(&mut self.native_len);
+        let reusable =
+            self.prev_native_generation == rec.generation && self.prev_native_base == base;
+        let same = if reusable {
+            self.prev_native[..self.prev_native_len]
+                .iter()
+                .zip(self.native[..n].iter().rev())
+                .take_while(|(a, b)| a == b)
+                .count()
+        } else {
+            0
+        };
+        let mut id = match same {
+            0 => base,
+            k => self.prev_native_ids[k - 1],
+        };
+        let mut len = same;
+        for &ip in self.native[..n - same].iter().rev() {
+            match rec.stacks.intern(id, native_frame_code(ip), 0) {
+                Some((next, _)) => id = next,
+                None => break,
+            }
+            self.prev_native[len] = ip;
+            self.prev_native_ids[len] = id;
+            len += 1;
+        }
+        self.prev_native_len = len;
+        self.prev_native_base = base;
+        self.prev_native_generation = rec.generation;
+        id
+    }
 
     fn intern_walked(&mut self, rec: &mut Recorder) -> StackId {
         if self.generation != rec.generation {
@@ -87,6 +142,12 @@ pub(crate) struct Walked<'t> {
 /// cannot change meanwhile), or null (then the thread's last captured stack is used).
 #[inline]
 pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState) -> Walked<'_> {
+    if native_stacks::enabled() {
+        if let Some(Ok(mut cap)) = thread.map(|t| t.capture.try_borrow_mut()) {
+            let cap = &mut *cap;
+            cap.native_len = native_stacks::capture(&mut cap.native);
+        }
+    }
     let walked = match thread {
         Some(t) if !tstate.is_null() => match t.capture.try_borrow_mut() {
             Ok(mut cap) => {
@@ -112,8 +173,18 @@ impl Walked<'_> {
             return EMPTY_STACK;
         };
         match t.capture.try_borrow_mut() {
-            Ok(mut cap) if self.walked => cap.intern_walked(rec),
-            Ok(cap) => cap.last_id(rec),
+            Ok(mut cap) => {
+                let python = if self.walked {
+                    cap.intern_walked(rec)
+                } else {
+                    cap.last_id(rec)
+                };
+                if cap.native_len == 0 {
+                    python
+                } else {
+                    cap.intern_native(rec, python)
+                }
+            }
             Err(_) => EMPTY_STACK,
         }
     }

@@ -6,18 +6,27 @@ use crate::capture_sink;
 use crate::native as native_memory;
 use crate::own_work::own_work;
 
-/// Starts recording every allocation and free into a capture file.
+/// Whether the running capture asked for native stacks.
+static NATIVE_STACKS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Starts recording every allocation and free into a capture file (with the native
+/// stack of each allocation too when `native_stacks`).
 #[pyfunction]
-#[pyo3(signature = (path, metadata_json, min_size=0, native=false))]
+#[pyo3(signature = (path, metadata_json, min_size=0, native=false, native_stacks=false))]
 pub(crate) fn _start_capture<'py>(
     py: Python<'py>,
     path: std::path::PathBuf,
     metadata_json: &str,
     min_size: u64,
     native: bool,
+    native_stacks: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     own_work(py, || {
         capture_sink::start(py, &path, metadata_json, min_size)?;
+        if native_stacks {
+            native_memory::native_stacks::enable();
+            NATIVE_STACKS_ON.store(true, std::sync::atomic::Ordering::Release);
+        }
         // Where libc cannot be hooked the capture records the Python heap only; the
         // trailer says so (no patched slots).
         if native {
@@ -36,6 +45,9 @@ pub(crate) fn _start_capture<'py>(
 pub(crate) fn _stop_capture(py: Python<'_>, exit: &str, exit_code: i64) -> PyResult<(u64, u64)> {
     let exit = serde_json::Value::from(exit);
     let (slots, unknown_frees, _, _) = native_memory::counters();
+    if NATIVE_STACKS_ON.swap(false, std::sync::atomic::Ordering::AcqRel) {
+        native_memory::native_stacks::disable();
+    }
     native_memory::stop(native_memory::SINK_CAPTURE);
     capture_sink::stop(
         py,

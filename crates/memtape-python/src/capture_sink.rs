@@ -23,6 +23,7 @@ use rustc_hash::FxHashMap;
 
 use crate::frame_resolve::{FrameResolver, HeldCodes};
 use crate::frames::RawFrame;
+use crate::native::loaded_modules::{loaded_modules, LoadedModule};
 use crate::recorder::{self, with_recorder, RECORDER};
 use crate::{hook_mode, hooks, numpy_handler, thread_id};
 
@@ -48,6 +49,10 @@ pub(crate) struct CaptureSink {
     resolved_upto: usize,
     strings: FxHashMap<String, u32>,
     frames: FxHashMap<(u32, u32, u32), u32>,
+    /// Native frames written, by return address (their ids share the frames' space).
+    native_frames: FxHashMap<u64, u32>,
+    /// Modules written, by `(load bias, path)`.
+    modules: FxHashMap<(u64, String), u32>,
     events: u64,
 }
 
@@ -110,16 +115,72 @@ impl CaptureSink {
         id
     }
 
+    fn next_frame_id(&self) -> u32 {
+        (self.frames.len() + self.native_frames.len()) as u32 + 1
+    }
+
     fn intern_frame(&mut self, filename: &str, name: &str, line: u32) -> u32 {
         let key = (self.intern_string(filename), self.intern_string(name), line);
         if let Some(id) = self.frames.get(&key) {
             return *id;
         }
-        let id = self.frames.len() as u32 + 1;
+        let id = self.next_frame_id();
         self.encoder.frame(id, key.0, key.1, key.2);
         self.frames.insert(key, id);
         id
     }
+}
+
+impl CaptureSink {
+    /// The frame id of the native frame at `ip` in `module` (None: in no known module),
+    /// writing the Module and NativeFrame records the first time.
+    fn intern_native_frame(&mut self, ip: u64, module: Option<&LoadedModule>) -> u32 {
+        if let Some(id) = self.native_frames.get(&ip) {
+            return *id;
+        }
+        let (module_id, offset) = match module {
+            Some(m) => (self.intern_module(m), ip.wrapping_sub(m.base)),
+            None => (0, ip),
+        };
+        let id = self.next_frame_id();
+        self.encoder.native_frame(id, module_id, offset);
+        self.native_frames.insert(ip, id);
+        id
+    }
+
+    fn intern_module(&mut self, m: &LoadedModule) -> u32 {
+        let key = (m.base, m.path.clone());
+        if let Some(id) = self.modules.get(&key) {
+            return *id;
+        }
+        let id = self.modules.len() as u32 + 1;
+        let segments: Vec<(u64, u64)> = m.segments.iter().map(|s| (s.0, s.1)).collect();
+        self.encoder
+            .module(id, &m.path, m.base, &m.build_id, &segments);
+        self.modules.insert(key, id);
+        id
+    }
+}
+
+/// The objects loaded, as last listed (by stack resolution, with the GIL).
+static MODULES: Mutex<Vec<LoadedModule>> = Mutex::new(Vec::new());
+
+/// The loaded object holding `ip` (listing them again when none does). Never called
+/// with the recorder locked: listing takes the loader's lock.
+fn module_of(ip: u64) -> Option<LoadedModule> {
+    let mut modules = MODULES.lock().unwrap_or_else(|e| e.into_inner());
+    let probe = ip.saturating_sub(1);
+    if let Some(m) = modules.iter().find(|m| m.contains(probe)) {
+        return Some(m.clone());
+    }
+    *modules = loaded_modules();
+    modules.iter().find(|m| m.contains(probe)).cloned()
+}
+
+/// A stack node's innermost frame, resolved.
+enum Resolved {
+    Python(String, String, u32),
+    Native(u64, Option<LoadedModule>),
 }
 
 struct Flusher {
@@ -258,11 +319,17 @@ pub(crate) fn resolve_new_stacks(py: Python<'_>) {
             (from, nodes, held)
         };
         let mut resolver = FrameResolver::new(py);
-        let resolved: Vec<(u32, u32, String, String, u32)> = nodes
+        let resolved: Vec<(u32, u32, Resolved)> = nodes
             .iter()
             .map(|&(id, parent, f)| {
-                let (file, name) = resolver.names(f.code).clone();
-                (id, parent, file, name, resolver.line(f))
+                let frame = match memtape_core::native_frame_ip(f.code) {
+                    Some(ip) => Resolved::Native(ip, module_of(ip)),
+                    None => {
+                        let (file, name) = resolver.names(f.code).clone();
+                        Resolved::Python(file, name, resolver.line(f))
+                    }
+                };
+                (id, parent, frame)
             })
             .collect();
         with_recorder(|rec| {
@@ -272,8 +339,11 @@ pub(crate) fn resolve_new_stacks(py: Python<'_>) {
             if sink.resolved_upto != from {
                 return; // another resolution won the race and wrote these
             }
-            for (id, parent, file, name, line) in &resolved {
-                let frame = sink.intern_frame(file, name, *line);
+            for (id, parent, frame) in &resolved {
+                let frame = match frame {
+                    Resolved::Python(file, name, line) => sink.intern_frame(file, name, *line),
+                    Resolved::Native(ip, module) => sink.intern_native_frame(*ip, module.as_ref()),
+                };
                 sink.encoder.stack(*id, *parent, frame);
             }
             sink.resolved_upto = from + resolved.len();
@@ -333,6 +403,8 @@ pub(crate) fn start(
             resolved_upto: 0,
             strings: FxHashMap::default(),
             frames: FxHashMap::default(),
+            native_frames: FxHashMap::default(),
+            modules: FxHashMap::default(),
             events: 0,
         });
     });

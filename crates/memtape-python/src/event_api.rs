@@ -14,9 +14,13 @@ use crate::own_work::own_work;
 use crate::recorder::{self, EventSettings, RECORDER};
 use crate::{hook_mode, hooks, numpy_handler};
 
+/// Whether the event recording asked for native stacks.
+static EVENT_NATIVE_STACKS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// Starts (with a fresh ring) or stops recording memory events.
 #[pyfunction]
-#[pyo3(signature = (enabled, max_entries, min_size, python_heap, framework, max_frames, native=false))]
+#[pyo3(signature = (enabled, max_entries, min_size, python_heap, framework, max_frames, native=false, native_stacks=false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn record_memory_events(
     py: Python<'_>,
@@ -27,8 +31,17 @@ pub(crate) fn record_memory_events(
     framework: bool,
     max_frames: u32,
     native: bool,
+    native_stacks: bool,
 ) -> PyResult<Bound<'_, PyAny>> {
     own_work(py, || {
+        // A new recording, or none: native stacks for events start again if asked.
+        if EVENT_NATIVE_STACKS.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            native_memory::native_stacks::disable();
+        }
+        if enabled && native_stacks {
+            native_memory::native_stacks::enable();
+            EVENT_NATIVE_STACKS.store(true, std::sync::atomic::Ordering::Release);
+        }
         set_recording(
             py,
             enabled,

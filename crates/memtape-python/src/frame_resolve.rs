@@ -1,7 +1,7 @@
 //! Turning `(code object, instruction offset)` into `(filename, function, line)`, off the
 //! hot path, with the GIL held.
 
-use memtape_core::{StackId, StackTable};
+use memtape_core::{native_frame_ip, StackId, StackTable};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -26,7 +26,12 @@ impl HeldCodes {
     ) -> Self {
         let mut codes = FxHashSet::default();
         for &id in stacks {
-            codes.extend(table.frames(id, limit).map(|n| n.code));
+            codes.extend(
+                table
+                    .frames(id, limit)
+                    .map(|n| n.code)
+                    .filter(|&c| native_frame_ip(c).is_none()),
+            );
         }
         let codes: Vec<usize> = codes.into_iter().collect();
         for &code in &codes {
@@ -70,10 +75,14 @@ impl<'py> FrameResolver<'py> {
         }
     }
 
-    /// `(co_filename, co_qualname)`; `<unknown>` where they are not strings.
+    /// `(co_filename, co_qualname)`; `<unknown>` where they are not strings. A native
+    /// frame reads as `(module path, function)` (see [`native_names`]).
     pub(crate) fn names(&mut self, code: usize) -> &(String, String) {
         let py = self.py;
         self.codes.entry(code).or_insert_with(|| {
+            if let Some(ip) = native_frame_ip(code) {
+                return native_names(ip);
+            }
             // SAFETY: `code` is held by a live `HeldCodes` and the GIL is held.
             let obj = unsafe { Bound::from_borrowed_ptr(py, code as *mut ffi::PyObject) };
             let file = string_attr(&obj, "co_filename").unwrap_or_else(|| "<unknown>".into());
@@ -84,8 +93,11 @@ impl<'py> FrameResolver<'py> {
         })
     }
 
-    /// The line of a frame (0 when unknown).
+    /// The line of a frame (0 when unknown, and for native frames).
     pub(crate) fn line(&mut self, f: RawFrame) -> u32 {
+        if native_frame_ip(f.code).is_some() {
+            return 0;
+        }
         *self.lines.entry(f).or_insert_with(|| {
             // SAFETY: `f.code` is held by a live `HeldCodes` and the GIL is held;
             // PyCode_Addr2Line only reads the line table.
@@ -106,4 +118,31 @@ pub(crate) fn raw_frames(table: &StackTable, stack: StackId, limit: usize) -> Ve
             lasti: n.lasti,
         })
         .collect()
+}
+
+/// A native frame of this process as the loader names it: `(module path, symbol)`, the
+/// symbol being `module+0xoffset` where the module exports none near `ip` (live views
+/// only; captures are symbolized at report time, with debug information).
+pub(crate) fn native_names(ip: u64) -> (String, String) {
+    // SAFETY: dladdr only reads the loader's tables; `info` is read only on success, and
+    // its strings are owned by the loader (copied out right away).
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        let probe = ip.saturating_sub(1) as *const libc::c_void;
+        if libc::dladdr(probe, &mut info) == 0 || info.dli_fname.is_null() {
+            return ("<native>".to_owned(), format!("{ip:#x}"));
+        }
+        let path = std::ffi::CStr::from_ptr(info.dli_fname)
+            .to_string_lossy()
+            .into_owned();
+        let name = if info.dli_sname.is_null() {
+            let short = path.rsplit('/').next().unwrap_or(&path);
+            format!("{short}+{:#x}", ip - info.dli_fbase as u64)
+        } else {
+            std::ffi::CStr::from_ptr(info.dli_sname)
+                .to_string_lossy()
+                .into_owned()
+        };
+        (path, name)
+    }
 }

@@ -370,6 +370,13 @@ impl PyCapture {
         self.nframe
     }
 
+    /// Why some native frames read as module+offset (their module's file is missing on
+    /// this machine, or is not the one that ran): one line per module.
+    #[getter]
+    fn native_notes(&self) -> Vec<String> {
+        self.symbols.native_notes().to_vec()
+    }
+
     /// Totals, the peak and when it happened, as a terminal table.
     fn stats_text(&self) -> String {
         stats_text(&self.info, &self.result)

@@ -69,6 +69,8 @@ def open_capture(command: str, path: str, moments: Sequence[str] = ()) -> _nativ
             f"disk filled up); read up to offset {capture.cut_short_at}",
             file=sys.stderr,
         )
+    for note in capture.native_notes:
+        print(f"memtape {command}: note: {note}", file=sys.stderr)
     return capture
 
 

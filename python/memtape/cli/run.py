@@ -24,7 +24,7 @@ from memtape.cli.capture_file import refuse_overwrite
 from memtape.cli.run_end import CaptureEnd, ExitHooks
 
 USAGE = (
-    "usage: memtape run [-o FILE] [--nframe N] [--min-size BYTES] [--no-native-heap]\n"
+    "usage: memtape run [-o FILE] [--nframe N] [--min-size BYTES] [--native | --no-native-heap]\n"
     "                   [--follow-children] [--force] [--quiet]\n"
     "                   (script.py | -m module | -c code) [args ...]"
 )
@@ -44,6 +44,9 @@ class RunOptions:
     native_heap: bool = True
     #: Record every child Python process too, each into ``STEM.<pid>.mtape``.
     follow_children: bool = False
+    #: Record each allocation's native stack too: the C functions between the Python
+    #: line and the allocation (``--native``).
+    native_stacks: bool = False
 
 
 class UsageError(Exception):
@@ -69,7 +72,7 @@ def _whole(text: str, option: str, minimum: int) -> int:
 def parse_args(argv: list[str]) -> RunOptions:
     """Options first; the program (script, -m, -c) ends them, the rest is its argv."""
     output, nframe, min_size, force, quiet = None, 64, 0, False, False
-    native_heap, follow_children = True, False
+    native_heap, follow_children, native_stacks = True, False, False
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -94,12 +97,28 @@ def parse_args(argv: list[str]) -> RunOptions:
         elif arg == "--follow-children":
             follow_children, i = True, i + 1
             continue
+        elif arg == "--native":
+            native_stacks, i = True, i + 1
+            continue
         else:
             program = split_program(argv, i)
             if program is None:
                 raise UsageError(f"unknown option or missing value: {arg}")
+            if native_stacks and not native_heap:
+                raise UsageError(
+                    "--native records native stacks of native allocations too: "
+                    "it cannot go with --no-native-heap"
+                )
             return RunOptions(
-                output, nframe, min_size, force, quiet, program, native_heap, follow_children
+                output,
+                nframe,
+                min_size,
+                force,
+                quiet,
+                program,
+                native_heap,
+                follow_children,
+                native_stacks,
             )
         i += 2
     raise UsageError("nothing to run: give a script, -m module or -c code")
@@ -135,6 +154,7 @@ def metadata(opts: RunOptions, launcher: str, plan: FollowPlan | None = None) ->
             "min_size": opts.min_size,
             "native_heap": opts.native_heap,
             "follow_children": opts.follow_children,
+            "native_stacks": opts.native_stacks,
         }
     )
 
@@ -218,7 +238,11 @@ def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
     plan = _follow_plan(opts, path)
     try:
         _native._start_capture(
-            path, metadata(opts, launcher, plan), opts.min_size, opts.native_heap
+            path,
+            metadata(opts, launcher, plan),
+            opts.min_size,
+            opts.native_heap,
+            opts.native_stacks,
         )
     except OSError as exc:
         print(f"memtape run: {exc}", file=sys.stderr)

@@ -91,6 +91,34 @@ impl BlockEncoder {
         }
     }
 
+    /// A loaded module native frames refer to: its path, load bias, GNU build id and
+    /// `PT_LOAD` segments (file address, size).
+    pub fn module(
+        &mut self,
+        id: u32,
+        path: &str,
+        base: u64,
+        build_id: &[u8],
+        segments: &[(u64, u64)],
+    ) {
+        self.buf.push(tag::MODULE);
+        put_uv(&mut self.buf, u64::from(id));
+        self.put_str(path);
+        put_uv(&mut self.buf, base);
+        put_uv(&mut self.buf, build_id.len() as u64);
+        self.buf.extend_from_slice(build_id);
+        super::record::Segments::encode(segments, &mut self.buf);
+    }
+
+    /// A native frame (frame id `id`): a return address at file address `offset` of
+    /// `module`.
+    pub fn native_frame(&mut self, id: u32, module: u32, offset: u64) {
+        self.buf.push(tag::NATIVE_FRAME);
+        put_uv(&mut self.buf, u64::from(id));
+        put_uv(&mut self.buf, u64::from(module));
+        put_uv(&mut self.buf, offset);
+    }
+
     /// A user mark.
     pub fn marker(&mut self, label: &str) {
         self.buf.push(tag::MARKER);
@@ -219,6 +247,46 @@ mod tests {
         assert!(encoder.is_empty());
         encoder.alloc(0, 1000, 1, 5);
         assert_eq!(encoder.as_bytes(), &block[..]);
+    }
+
+    #[test]
+    fn modules_and_native_frames_round_trip() {
+        let mut encoder = BlockEncoder::new();
+        encoder.module(
+            3,
+            "/lib/libx.so",
+            0x7f00_0000_0000,
+            &[0xab, 0xcd],
+            &[(0, 0x1000), (0x2000, 0x500)],
+        );
+        encoder.native_frame(9, 3, 0x1234);
+        let records = decode(encoder.as_bytes());
+        let Record::Module {
+            id,
+            path,
+            base,
+            build_id,
+            segments,
+        } = records[0]
+        else {
+            panic!("not a module: {:?}", records[0]);
+        };
+        assert_eq!(
+            (id, path, base, build_id),
+            (3, "/lib/libx.so", 0x7f00_0000_0000, &[0xab, 0xcd][..])
+        );
+        assert_eq!(
+            segments.iter().collect::<Vec<_>>(),
+            [(0, 0x1000), (0x2000, 0x500)]
+        );
+        assert_eq!(
+            records[1],
+            Record::NativeFrame {
+                id: 9,
+                module: 3,
+                offset: 0x1234
+            }
+        );
     }
 
     #[test]

@@ -29,8 +29,9 @@ pub enum CaptureError {
     NotCapture,
     /// A capture of a format version this reader does not know.
     #[error(
-        "unsupported capture format version {version} at offset 8 (this memtape reads {}): \
+        "unsupported capture format version {version} at offset 8 (this memtape reads {} to {}): \
          a newer memtape wrote it, or the file is damaged",
+        super::OLDEST_FORMAT_VERSION,
         FORMAT_VERSION
     )]
     UnsupportedVersion {

@@ -32,13 +32,15 @@ mod tests;
 pub use encoder::BlockEncoder;
 pub use error::CaptureError;
 pub use reader::{CaptureReader, ReadSummary};
-pub use record::Record;
+pub use record::{Record, Segments};
 pub use writer::{CaptureFileWriter, ZSTD_LEVEL};
 
 /// The file magic, at offset 0.
 pub const FILE_MAGIC: [u8; 8] = *b"MEMTAPE\0";
-/// The format version this module writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The format version this module writes (2 added the Module and NativeFrame records).
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest format version this module reads.
+pub const OLDEST_FORMAT_VERSION: u16 = 1;
 /// The magic at the start of every block.
 pub const BLOCK_MAGIC: [u8; 4] = *b"MTBK";
 /// The largest metadata JSON the header may carry (1 MiB).
@@ -61,3 +63,14 @@ const KIND_TRAILER: u8 = 2;
 const COMPRESSION_NONE: u8 = 0;
 /// Block compression: one or more zstd frames.
 const COMPRESSION_ZSTD: u8 = 1;
+
+/// Decoding a raw block directly, for other modules' tests.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::Record;
+
+    /// Hands every record of the raw block `raw` to `f`; panics on a bad block.
+    pub(crate) fn decode<'a>(raw: &'a [u8], mut f: impl FnMut(Record<'a>)) {
+        super::record::decode_block(raw, &mut f).expect("a valid block");
+    }
+}

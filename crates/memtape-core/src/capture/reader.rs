@@ -7,7 +7,7 @@ use super::record::{decode_block, Record};
 use super::{
     BLOCK_HEADER_LEN, BLOCK_MAGIC, COMPRESSION_NONE, COMPRESSION_ZSTD, FILE_HEADER_FIXED_LEN,
     FILE_MAGIC, FORMAT_VERSION, KIND_RECORDS, KIND_TRAILER, MAX_METADATA_LEN, MAX_PAYLOAD_LEN,
-    MAX_RAW_LEN,
+    MAX_RAW_LEN, OLDEST_FORMAT_VERSION,
 };
 
 /// What [`CaptureReader::for_each_record`] read.
@@ -65,7 +65,7 @@ impl<R: Read> CaptureReader<R> {
             });
         }
         let version = u16::from_le_bytes([fixed[8], fixed[9]]);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(CaptureError::UnsupportedVersion { version });
         }
         let flags = u16::from_le_bytes([fixed[10], fixed[11]]);

@@ -17,6 +17,8 @@ pub(crate) mod tag {
     pub(crate) const STACK: u8 = 0x08;
     pub(crate) const MARKER: u8 = 0x09;
     pub(crate) const DROPPED: u8 = 0x0A;
+    pub(crate) const MODULE: u8 = 0x0B;
+    pub(crate) const NATIVE_FRAME: u8 = 0x0C;
 }
 
 /// One record of a capture file, with its delta encoding already undone.
@@ -87,6 +89,54 @@ pub enum Record<'a> {
         /// How many.
         count: u64,
     },
+    /// A loaded ELF object native frames refer to (format version 2).
+    Module {
+        /// Its id, dense from 1.
+        id: u32,
+        /// The file's path when it was loaded.
+        path: &'a str,
+        /// The load bias: where file address 0 was in memory.
+        base: u64,
+        /// The GNU build id (empty when the object has none).
+        build_id: &'a [u8],
+        /// Its `PT_LOAD` segments.
+        segments: Segments<'a>,
+    },
+    /// A native frame: a return address inside a module (format version 2). Its id is
+    /// a frame id, in the same space as [`Record::Frame`]'s.
+    NativeFrame {
+        /// Its frame id.
+        id: u32,
+        /// The module id.
+        module: u32,
+        /// The return address minus the module's load bias (a file address).
+        offset: u64,
+    },
+}
+
+/// The `PT_LOAD` segments of a [`Record::Module`]: `(file address, size in memory)`
+/// pairs, still encoded (iterate them with [`Segments::iter`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segments<'a> {
+    count: u64,
+    raw: &'a [u8],
+}
+
+impl<'a> Segments<'a> {
+    /// The segments, in the order written.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + 'a {
+        let mut cursor = ByteCursor::new(self.raw);
+        (0..self.count).map_while(move |_| Some((cursor.uv().ok()?, cursor.uv().ok()?)))
+    }
+
+    /// Encodes `segments` as a Module record carries them (count first).
+    pub(crate) fn encode(segments: &[(u64, u64)], out: &mut Vec<u8>) {
+        super::varint::put_uv(out, segments.len() as u64);
+        for &(vaddr, size) in segments {
+            super::varint::put_uv(out, vaddr);
+            super::varint::put_uv(out, size);
+        }
+    }
 }
 
 impl Record<'_> {
@@ -241,6 +291,28 @@ fn alloc<'a>(
     })
 }
 
+fn module<'a>(cursor: &mut ByteCursor<'a>) -> Result<Record<'a>, RecordError> {
+    let id = uv32(cursor, "id of a Module")?;
+    let path = string(cursor, "path of a Module")?;
+    let base = field(cursor.uv(), "base of a Module")?;
+    let len = field(cursor.uv(), "build id of a Module")?;
+    let build_id = field(cursor.bytes(len), "build id of a Module")?;
+    let count = field(cursor.uv(), "segment count of a Module")?;
+    let start = cursor.pos();
+    for _ in 0..count {
+        field(cursor.uv(), "segments of a Module")?;
+        field(cursor.uv(), "segments of a Module")?;
+    }
+    let raw = cursor.slice_from(start);
+    Ok(Record::Module {
+        id,
+        path,
+        base,
+        build_id,
+        segments: Segments { count, raw },
+    })
+}
+
 #[inline(always)]
 fn decode_record<'a>(
     cursor: &mut ByteCursor<'a>,
@@ -287,6 +359,12 @@ fn decode_record<'a>(
         }),
         tag::DROPPED => Ok(Record::Dropped {
             count: field(cursor.uv(), "count of a Dropped")?,
+        }),
+        tag::MODULE => module(cursor),
+        tag::NATIVE_FRAME => Ok(Record::NativeFrame {
+            id: uv32(cursor, "id of a NativeFrame")?,
+            module: uv32(cursor, "module of a NativeFrame")?,
+            offset: field(cursor.uv(), "offset of a NativeFrame")?,
         }),
         unknown => Err(RecordError::UnknownTag(unknown)),
     }

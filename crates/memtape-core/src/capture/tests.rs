@@ -24,6 +24,8 @@ enum Owned {
     Stack(u32, u32, u32),
     Marker(String),
     Dropped(u64),
+    Module(u32, String, u64, Vec<u8>, Vec<(u64, u64)>),
+    NativeFrame(u32, u32, u64),
 }
 
 impl From<Record<'_>> for Owned {
@@ -52,6 +54,20 @@ impl From<Record<'_>> for Owned {
             Record::Stack { id, parent, frame } => Owned::Stack(id, parent, frame),
             Record::Marker { label } => Owned::Marker(label.to_owned()),
             Record::Dropped { count } => Owned::Dropped(count),
+            Record::Module {
+                id,
+                path,
+                base,
+                build_id,
+                segments,
+            } => Owned::Module(
+                id,
+                path.to_owned(),
+                base,
+                build_id.to_vec(),
+                segments.iter().collect(),
+            ),
+            Record::NativeFrame { id, module, offset } => Owned::NativeFrame(id, module, offset),
         }
     }
 }
@@ -72,6 +88,10 @@ impl Owned {
             Owned::Stack(id, parent, frame) => encoder.stack(id, parent, frame),
             Owned::Marker(ref label) => encoder.marker(label),
             Owned::Dropped(count) => encoder.dropped(count),
+            Owned::Module(id, ref path, base, ref build_id, ref segments) => {
+                encoder.module(id, path, base, build_id, segments)
+            }
+            Owned::NativeFrame(id, module, offset) => encoder.native_frame(id, module, offset),
         }
     }
 }
@@ -141,6 +161,16 @@ fn every_kind() -> Vec<Owned> {
         Owned::Frame(u32::MAX, u32::MAX, u32::MAX, u32::MAX),
         Owned::Stack(1, 0, 1),
         Owned::Stack(u32::MAX, u32::MAX - 1, u32::MAX),
+        Owned::Module(
+            1,
+            "/usr/lib/libc.so.6".to_owned(),
+            0x7f00_0000_0000,
+            vec![7; 20],
+            vec![(0, 0x28000), (0x28000, u64::MAX)],
+        ),
+        Owned::Module(u32::MAX, String::new(), 0, Vec::new(), Vec::new()),
+        Owned::NativeFrame(3, 1, 0x2_8123),
+        Owned::NativeFrame(u32::MAX, u32::MAX, u64::MAX),
         Owned::Alloc {
             domain: 0,
             addr: 0x7f12_3456_7890,
@@ -213,12 +243,30 @@ fn three_blocks() -> Vec<Vec<Owned>> {
 }
 
 #[test]
+fn version_1_files_still_read() {
+    // Version 1 is version 2 without the Module and NativeFrame records.
+    let old: Vec<Owned> = every_kind()
+        .into_iter()
+        .filter(|r| !matches!(r, Owned::Module(..) | Owned::NativeFrame(..)))
+        .collect();
+    let mut sample = write_file(std::slice::from_ref(&old), Some(TRAILER));
+    sample.bytes[8..10].copy_from_slice(&1u16.to_le_bytes());
+    let mut reader = CaptureReader::new(&sample.bytes[..]).unwrap();
+    assert_eq!(reader.version(), 1);
+    let mut records = Vec::new();
+    reader
+        .for_each_record(|record| records.push(Owned::from(record)))
+        .unwrap();
+    assert_eq!(records, old);
+}
+
+#[test]
 fn every_record_kind_round_trips() {
     let blocks = vec![every_kind()];
     let sample = write_file(&blocks, Some(TRAILER));
     let mut reader = CaptureReader::new(&sample.bytes[..]).unwrap();
     assert_eq!(reader.metadata_json(), METADATA);
-    assert_eq!(reader.version(), 1);
+    assert_eq!(reader.version(), super::FORMAT_VERSION);
     assert_eq!(reader.flags(), 0);
     let mut records = Vec::new();
     let summary = reader
@@ -453,7 +501,7 @@ fn foreign_input_is_a_clean_error() {
         ),
         (
             b"MEMTAPE\0\x07\0\0\0\0\0\0\0",
-            "unsupported capture format version 7 at offset 8 (this memtape reads 1): a newer memtape wrote it, or the file is damaged",
+            "unsupported capture format version 7 at offset 8 (this memtape reads 1 to 2): a newer memtape wrote it, or the file is damaged",
         ),
     ];
     for (bytes, message) in cases {

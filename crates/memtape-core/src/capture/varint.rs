@@ -55,6 +55,11 @@ impl<'a> ByteCursor<'a> {
         self.pos
     }
 
+    /// The bytes from offset `start` up to the next unread one.
+    pub(crate) fn slice_from(&self, start: usize) -> &'a [u8] {
+        &self.bytes[start.min(self.pos)..self.pos]
+    }
+
     /// Whether every byte has been read.
     #[inline]
     pub(crate) fn at_end(&self) -> bool {

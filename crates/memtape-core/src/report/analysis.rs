@@ -33,9 +33,11 @@ impl Analysis {
     #[inline]
     pub fn feed(&mut self, record: &Record<'_>) {
         match record {
-            Record::String { .. } | Record::Frame { .. } | Record::Stack { .. } => {
-                self.symbols.feed(record)
-            }
+            Record::String { .. }
+            | Record::Frame { .. }
+            | Record::Stack { .. }
+            | Record::Module { .. }
+            | Record::NativeFrame { .. } => self.symbols.feed(record),
             _ => self.replay.feed(record),
         }
     }
@@ -47,7 +49,8 @@ impl Analysis {
     }
 
     /// Ends the pass.
-    pub fn finish(self) -> Analyzed {
+    pub fn finish(mut self) -> Analyzed {
+        self.symbols.symbolize_native();
         Analyzed {
             symbols: self.symbols,
             result: self.replay.finish(),
@@ -82,6 +85,20 @@ pub(crate) mod tests {
             Record::Stack { id, parent, frame } => enc.stack(id, parent, frame),
             Record::Marker { label } => enc.marker(label),
             Record::Dropped { count } => enc.dropped(count),
+            Record::Module {
+                id,
+                path,
+                base,
+                build_id,
+                segments,
+            } => enc.module(
+                id,
+                path,
+                base,
+                build_id,
+                &segments.iter().collect::<Vec<_>>(),
+            ),
+            Record::NativeFrame { id, module, offset } => enc.native_frame(id, module, offset),
         }
     }
 

@@ -202,7 +202,11 @@ impl Replay {
             Record::Time { ns } => self.time(ns),
             Record::Marker { label } => self.marker(label),
             Record::Dropped { count } => self.dropped = self.dropped.saturating_add(count),
-            Record::String { .. } | Record::Frame { .. } | Record::Stack { .. } => {}
+            Record::String { .. }
+            | Record::Frame { .. }
+            | Record::Stack { .. }
+            | Record::Module { .. }
+            | Record::NativeFrame { .. } => {}
         }
     }
 

@@ -6,6 +6,7 @@
 
 use rustc_hash::FxHashMap;
 
+use super::native_symbols::{symbolize_module, NativeModule};
 use super::record::Record;
 
 /// The name shown for what the capture never resolved.
@@ -69,6 +70,15 @@ pub struct Symbols {
     /// Names shown instead of some file names (string id -> name): a notebook cell's
     /// generated file shows as `Cell In[3]`.
     shown_as: FxHashMap<u32, Box<str>>,
+    /// Modules native frames refer to, by id.
+    modules: FxHashMap<u32, NativeModule>,
+    /// Native frames not symbolized yet: frame id -> (module id, file address).
+    native_frames: FxHashMap<u32, (u32, u64)>,
+    /// Names found by symbolization, with their string ids (counting down below the
+    /// reserved ids; capture ids count up from 1).
+    local_strings: FxHashMap<Box<str>, u32>,
+    /// Why some native frames read as module+offset.
+    native_notes: Vec<String>,
 }
 
 /// Whether `filename` is one of the launcher `files`, or starts with one of them that ends
@@ -114,8 +124,74 @@ impl Symbols {
             Record::Stack { id, parent, frame } => {
                 self.stacks.insert(id, (parent, frame));
             }
+            Record::Module {
+                id,
+                path,
+                base,
+                build_id,
+                segments,
+            } => {
+                self.modules.insert(
+                    id,
+                    NativeModule {
+                        path: path.to_owned(),
+                        base,
+                        build_id: build_id.to_vec(),
+                        segments: segments.iter().collect(),
+                    },
+                );
+            }
+            Record::NativeFrame { id, module, offset } => {
+                self.native_frames.insert(id, (module, offset));
+            }
             _ => {}
         }
+    }
+
+    /// Turns every native frame fed so far into a frame with names: the function, and
+    /// its file and line where the module's file on this machine has debug information
+    /// (else `module+0xoffset`, with a note in [`Symbols::native_notes`]).
+    pub fn symbolize_native(&mut self) {
+        let mut by_module: FxHashMap<u32, Vec<(u32, u64)>> = FxHashMap::default();
+        for (&frame, &(module, offset)) in &self.native_frames {
+            by_module.entry(module).or_default().push((frame, offset));
+        }
+        self.native_frames.clear();
+        let mut modules: Vec<_> = by_module.into_iter().collect();
+        modules.sort_unstable_by_key(|(id, _)| *id);
+        for (module_id, frames) in modules {
+            // Module 0 (or one never defined): an address in no loaded object.
+            let module = self.modules.get(&module_id).cloned().unwrap_or_default();
+            let offsets: Vec<u64> = frames.iter().map(|f| f.1).collect();
+            let (symbols, note) = symbolize_module(&module, &offsets);
+            self.native_notes.extend(note);
+            for (frame, offset) in frames {
+                let Some(symbol) = symbols.get(&offset) else {
+                    continue;
+                };
+                let key = FrameKey {
+                    filename: self.local_string(&symbol.file),
+                    function: self.local_string(&symbol.function),
+                    line: symbol.line,
+                };
+                self.frames.insert(frame, key);
+            }
+        }
+    }
+
+    /// Why some native frames read as module+offset (one line per module).
+    pub fn native_notes(&self) -> &[String] {
+        &self.native_notes
+    }
+
+    fn local_string(&mut self, value: &str) -> u32 {
+        if let Some(&id) = self.local_strings.get(value) {
+            return id;
+        }
+        let id = EMPTY_ID - 1 - self.local_strings.len() as u32;
+        self.local_strings.insert(value.into(), id);
+        self.strings.insert(id, value.into());
+        id
     }
 
     /// Number of stacks defined.
@@ -367,6 +443,45 @@ mod tests {
         let cycle = triples(&s, 8);
         assert_eq!(cycle.len(), 4);
         assert_eq!(cycle[3], u);
+    }
+}
+
+#[cfg(test)]
+mod native_tests {
+    use super::*;
+    use crate::capture::{BlockEncoder, Record as Rec};
+
+    #[test]
+    fn native_frames_of_a_missing_module_read_as_module_and_offset() {
+        let mut enc = BlockEncoder::new();
+        enc.string(1, "app.py");
+        enc.string(2, "<module>");
+        enc.frame(1, 1, 2, 5);
+        enc.module(
+            1,
+            "/gone/libx.so",
+            0x7f00_0000_0000,
+            &[1, 2],
+            &[(0, 0x2000)],
+        );
+        enc.native_frame(2, 1, 0x1139);
+        enc.native_frame(3, 1, 0x1139);
+        enc.stack(1, 0, 1);
+        enc.stack(2, 1, 2);
+        enc.stack(3, 1, 3);
+        let mut s = Symbols::new();
+        crate::capture::tests_support::decode(enc.as_bytes(), |r: Rec<'_>| s.feed(&r));
+        s.symbolize_native();
+        let frames = s.frames_of(2);
+        assert_eq!(
+            (frames[0].filename, frames[0].function, frames[0].line),
+            ("/gone/libx.so", "libx.so+0x1139", 0)
+        );
+        assert_eq!((frames[1].filename, frames[1].line), ("app.py", 5));
+        // The same name is one frame key (one row when grouping by line).
+        assert_eq!(s.frame_keys(2)[0], s.frame_keys(3)[0]);
+        assert_eq!(s.native_notes().len(), 1);
+        assert!(s.native_notes()[0].contains("/gone/libx.so"));
     }
 }
 

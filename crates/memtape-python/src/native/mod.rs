@@ -7,7 +7,9 @@
 //! - [`got_patcher`] points the ones that still hold libc's function at our hooks, and
 //!   back;
 //! - [`alloc_hooks`] are the hooks; [`dlopen_hook`] patches objects loaded later;
-//! - [`native_record`] records blocks and mapped ranges.
+//! - [`native_record`] records blocks and mapped ranges;
+//! - [`native_stacks`] unwinds the native stack on request (`memtape run --native`), with
+//!   the objects [`loaded_modules`] lists.
 //!
 //! memtape's own `.so`, the dynamic linker and the vdso are never patched: Rust's
 //! allocator reaches libc through our own GOT, so the recorder's tables are not seen.
@@ -16,7 +18,9 @@ mod alloc_hooks;
 mod dlopen_hook;
 mod elf_slots;
 mod got_patcher;
+pub(crate) mod loaded_modules;
 mod native_record;
+pub(crate) mod native_stacks;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
@@ -124,8 +128,9 @@ fn patch(patches: &mut Patches, globals: &[usize]) {
     got_patcher::patch_all(patches, &NAMES, &reals, &hook_addresses(), globals);
 }
 
-/// Objects were loaded: patch their slots too (while tracing).
+/// Objects were loaded: patch their slots too (while tracing), and unwind through them.
 pub(crate) fn patch_new_objects() {
+    native_stacks::refresh();
     if !ACTIVE.load(Ordering::Relaxed) {
         return;
     }

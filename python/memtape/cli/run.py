@@ -16,7 +16,7 @@ import traceback
 from dataclasses import dataclass
 from types import TracebackType
 
-from memtape import __version__, _native
+from memtape import __version__, _mlx, _native
 from memtape._program import Program, prepare, program_launcher_files, run, split_program
 from memtape.cli.capture_file import refuse_overwrite
 from memtape.cli.run_end import CaptureEnd, ExitHooks
@@ -192,6 +192,7 @@ def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
     except OSError as exc:
         print(f"memtape run: {exc}", file=sys.stderr)
         return 2
+    _mlx.follow("capture", True)
     pid = os.getpid()
     end = CaptureEnd(shown, path, opts.quiet)
     hooks = ExitHooks(end)

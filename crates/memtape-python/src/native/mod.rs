@@ -7,7 +7,8 @@
 //! - [`got_patcher`] points the ones that still hold libc's function at our hooks, and
 //!   back;
 //! - [`alloc_hooks`] are the hooks; [`dlopen_hook`] patches objects loaded later;
-//! - [`native_record`] records blocks and mapped ranges.
+//! - [`native_record`] records blocks and mapped ranges;
+//! - [`mlx_hook`] puts a forwarding allocator in front of MLX's (same patcher).
 //!
 //! memtape's own `.so`, the dynamic linker and the vdso are never patched: Rust's
 //! allocator reaches libc through our own GOT, so the recorder's tables are not seen.
@@ -16,6 +17,8 @@ mod alloc_hooks;
 mod dlopen_hook;
 mod elf_slots;
 mod got_patcher;
+mod mlx_allocator;
+pub(crate) mod mlx_hook;
 mod native_record;
 
 use std::sync::atomic::{AtomicBool, Ordering};

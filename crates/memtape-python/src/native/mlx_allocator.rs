@@ -29,7 +29,7 @@ use memtape_core::{Action, CacheMirror, CachedBuffer, MLX_DOMAIN};
 use super::beneath_wrapper;
 use super::native_record;
 use crate::framework_api::{self, Report};
-use crate::{hook_mode, op_context, own_work};
+use crate::{hook_mode, op_context, own_work, recorder};
 
 /// The device MLX's CPU buffers are reported on.
 pub(crate) const MLX_DEVICE: i32 = 0;
@@ -120,7 +120,7 @@ fn report(action: Action, addr: u64, size: u64, requested_size: Option<u64>) -> 
     );
     let walked = if allocating
         && op_context::current().is_none()
-        && own_work::_events_or_capture_recording()
+        && (own_work::_events_or_capture_recording() || recorder::events_recording())
     {
         hook_mode::thread().map(native_record::walk)
     } else {

@@ -78,6 +78,7 @@ def mlp(snapshot: Path) -> None:
         mx.eval(model.parameters(), opt.state, loss)  # tag:train_eval
         check(f"step{i}", snapshot)
     extras["steps"] = steps
+    extras["before_clear"] = len(memtape.get_memory_events())
     mx.clear_cache()  # tag:clear
     check("cleared", snapshot)
     extras["before_limit"] = len(memtape.get_memory_events())

@@ -130,11 +130,14 @@ def compiled(snapshot: Path) -> None:
 def threads(snapshot: Path) -> None:
     import mlx.core as mx
 
+    # MLX streams belong to their thread unless made to be shared.
+    shared = mx.new_thread_unsafe_stream(mx.cpu)
     made: list[mx.array] = []
 
     def create() -> None:
-        a = mx.ones((300, 300))
-        made.append(mx.exp(a) + a)
+        with mx.stream(shared):
+            a = mx.ones((300, 300))
+            made.append(mx.exp(a) + a)
 
     t = threading.Thread(target=create)
     t.start()

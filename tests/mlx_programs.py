@@ -59,13 +59,13 @@ def mlp(snapshot: Path) -> None:
             self.l2 = nn.Linear(256, 10)
 
         def __call__(self, x: mx.array) -> mx.array:
-            return self.l2(nn.relu(self.l1(x)))
+            return self.l2(nn.relu(self.l1(x)))  # tag:forward
 
     model = MLP()
     opt = optim.SGD(learning_rate=0.1)
 
     def loss_fn(m: MLP, x: mx.array, y: mx.array) -> mx.array:
-        return nn.losses.cross_entropy(m(x), y).mean()
+        return nn.losses.cross_entropy(m(x), y).mean()  # tag:loss
 
     step = nn.value_and_grad(model, loss_fn)
     x = mx.random.normal((128, 64))
@@ -73,8 +73,8 @@ def mlp(snapshot: Path) -> None:
     steps: list[int] = []
     for i in range(4):
         steps.append(len(memtape.get_memory_events()))
-        loss, grads = step(model, x, y)
-        opt.update(model, grads)
+        loss, grads = step(model, x, y)  # tag:step
+        opt.update(model, grads)  # tag:update
         mx.eval(model.parameters(), opt.state, loss)  # tag:train_eval
         check(f"step{i}", snapshot)
     extras["steps"] = steps
@@ -94,20 +94,23 @@ def implicit(snapshot: Path) -> None:
     import numpy as np
 
     a = mx.ones((200, 50))
-    b = mx.exp(a) * 3.0
-    b.item() if b.size == 1 else b.sum().item()  # tag:item
-    c = mx.sin(a) + 1.0
+    mx.eval(a)
+    b = mx.exp(a)  # tag:make_item
+    b.sum().item()  # tag:item
+    c = mx.sin(a)  # tag:make_numpy
     np.array(c)  # tag:numpy
-    d = mx.cos(a) - 1.0
-    print(d.shape, d[0, 0])  # tag:print
-    e = mx.tanh(a) * 2.0
+    d = mx.cos(a)  # tag:make_print
+    print(d[0, :3])  # tag:print
+    e = mx.tanh(a)  # tag:make_float
     float(e[3, 3])  # tag:float
-    f = mx.sqrt(a) / 2.0
+    f = mx.sqrt(a)  # tag:make_async
     mx.async_eval(f)  # tag:async
     mx.eval(f)
-    g = mx.abs(a) + 5.0
+    g = mx.abs(a)  # tag:make_bool
     if g[0, 0] > 1:  # tag:bool
         pass
+    h = mx.sigmoid(a)  # tag:make_list
+    h.tolist()  # tag:list
     check("end", snapshot)
 
 
@@ -120,7 +123,7 @@ def compiled(snapshot: Path) -> None:
 
     x = mx.random.normal((300, 300))
     for _ in range(3):
-        y = gelu_ish(x)
+        y = gelu_ish(x)  # tag:compiled_call
         mx.eval(y)  # tag:compiled_eval
         check("compiled", snapshot)
     del y
@@ -137,7 +140,7 @@ def threads(snapshot: Path) -> None:
     def create() -> None:
         with mx.stream(shared):
             a = mx.ones((300, 300))
-            made.append(mx.exp(a) + a)
+            made.append(mx.exp(a) + a)  # tag:thread_make
 
     t = threading.Thread(target=create)
     t.start()

@@ -101,7 +101,11 @@ pub(crate) struct Report {
     pub(crate) stream: u64,
 }
 
-fn attribute(rec: &mut Recorder, walked: Option<(capture::Walked<'_>, bool)>) -> (StackId, u32) {
+fn attribute(
+    rec: &mut Recorder,
+    ctx: Option<OpContext>,
+    walked: Option<(capture::Walked<'_>, bool)>,
+) -> (StackId, u32) {
     let own = match walked {
         Some((w, true)) => w.intern(rec),
         Some((w, false)) => {
@@ -113,7 +117,22 @@ fn attribute(rec: &mut Recorder, walked: Option<(capture::Walked<'_>, bool)>) ->
         }
         None => EMPTY_STACK,
     };
-    rec.attributed_stack(op_context::current(), own)
+    rec.attributed_stack(ctx, own)
+}
+
+/// An op context for `op` with the stack the caller walked (with the GIL held), interned
+/// under one lock: what a lazy framework keeps with an array it creates.
+pub(crate) fn op_context_now(op: &str, walked: Option<capture::Walked<'_>>) -> OpContext {
+    with_recorder(|rec| {
+        let traceback = match walked {
+            Some(w) => op_context::handle(rec.generation, w.intern(rec)),
+            None => NO_TRACEBACK,
+        };
+        OpContext {
+            op: rec.ops.intern(op),
+            traceback,
+        }
+    })
 }
 
 /// Checks a report against the allocator's state, applies it and records the event.
@@ -129,7 +148,7 @@ pub(crate) fn record_allocator_event_checked(r: &Report) -> Result<(), Framework
             (walked, true)
         },
     );
-    record_allocator_event_walked(r, walked, None)
+    record_allocator_event_walked(r, op_context::current(), walked, None)
 }
 
 /// Records a report whose stack (when there is no op context) was walked by the caller:
@@ -138,6 +157,7 @@ pub(crate) fn record_allocator_event_checked(r: &Report) -> Result<(), Framework
 /// `memtape run`) as blocks of that domain.
 pub(crate) fn record_allocator_event_walked(
     r: &Report,
+    ctx: Option<OpContext>,
     walked: Option<(capture::Walked<'_>, bool)>,
     capture_domain: Option<u32>,
 ) -> Result<(), FrameworkError> {
@@ -148,7 +168,6 @@ pub(crate) fn record_allocator_event_walked(
             FRAMEWORK_ACTIONS
         )));
     }
-    let ctx = op_context::current();
     let time_ns = thread_id::now_ns();
     let thread = thread_id::current();
     with_recorder(|rec| {
@@ -157,7 +176,7 @@ pub(crate) fn record_allocator_event_walked(
                 return Err(FrameworkError::StaleTraceback(ctx.traceback));
             }
         }
-        let (stack, op) = attribute(rec, walked);
+        let (stack, op) = attribute(rec, ctx, walked);
         let applied = rec
             .allocators
             .apply(&AllocatorReport {

@@ -28,8 +28,9 @@ use memtape_core::{Action, CacheMirror, CachedBuffer, MLX_DOMAIN};
 
 use super::beneath_wrapper;
 use super::native_record;
-use crate::framework_api::{self, Report};
-use crate::{hook_mode, op_context, own_work, recorder};
+use crate::framework_api::{self, FrameworkError, Report};
+use crate::op_context::{self, OpContext};
+use crate::{hook_mode, own_work, recorder, thread_id};
 
 /// The device MLX's CPU buffers are reported on.
 pub(crate) const MLX_DEVICE: i32 = 0;
@@ -73,12 +74,28 @@ static REAL: AtomicUsize = AtomicUsize::new(0);
 static CACHE_BYTES: AtomicUsize = AtomicUsize::new(0);
 /// True while calls are reported.
 static WATCHING: AtomicBool = AtomicBool::new(false);
-/// The cache as we know it; `Some` while watching. Its lock serialises the calls made
-/// through the forwarder, so that the cache's size before and after a call is that
-/// call's doing.
-static MIRROR: Mutex<Option<CacheMirror>> = Mutex::new(None);
+/// An allocation waiting for the array it is for (see [`joined`]).
+struct Pending {
+    thread: u32,
+    action: Action,
+    addr: u64,
+    size: u64,
+    requested: u64,
+}
 
-fn mirror() -> MutexGuard<'static, Option<CacheMirror>> {
+/// What watching keeps.
+struct Watch {
+    /// The cache as we know it.
+    mirror: CacheMirror,
+    /// Allocations not reported yet, oldest first.
+    pending: Vec<Pending>,
+}
+
+/// `Some` while watching. Its lock serialises the calls made through the forwarder, so
+/// that the cache's size before and after a call is that call's doing.
+static MIRROR: Mutex<Option<Watch>> = Mutex::new(None);
+
+fn mirror() -> MutexGuard<'static, Option<Watch>> {
     MIRROR.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -112,40 +129,97 @@ fn real_size(buffer: *mut c_void) -> u64 {
     }
 }
 
-/// Reports one event with the calling thread's stack (allocations only).
-fn report(action: Action, addr: u64, size: u64, requested_size: Option<u64>) -> bool {
-    let allocating = matches!(
+/// Reports one event: allocations are attributed to `ctx` (the array's creation), else to
+/// the calling thread's stack when `walk` (only the allocating thread may walk its own).
+fn report(
+    action: Action,
+    addr: u64,
+    size: u64,
+    requested_size: Option<u64>,
+    ctx: Option<OpContext>,
+    walk: bool,
+) -> bool {
+    let stack_wanted = matches!(
         action,
         Action::AllocNew | Action::AllocReuse | Action::AllocMakeBuffer
-    );
-    let walked = if allocating
-        && op_context::current().is_none()
-        && (own_work::_events_or_capture_recording() || recorder::events_recording())
-    {
-        hook_mode::thread().map(native_record::walk)
-    } else {
-        None
+    ) && (own_work::_events_or_capture_recording() || recorder::events_recording());
+    let needs_walk = |ctx: Option<OpContext>| {
+        let own = ctx.is_none_or(|c| c.traceback == op_context::NO_TRACEBACK);
+        if walk && stack_wanted && own {
+            hook_mode::thread().map(native_record::walk)
+        } else {
+            None
+        }
     };
-    framework_api::record_allocator_event_walked(
-        &Report {
-            action,
-            addr,
-            size,
-            requested_size,
-            device: MLX_DEVICE,
-            stream: 0,
-        },
-        walked,
-        Some(MLX_DOMAIN),
-    )
-    .is_ok()
+    let r = Report {
+        action,
+        addr,
+        size,
+        requested_size,
+        device: MLX_DEVICE,
+        stream: 0,
+    };
+    match framework_api::record_allocator_event_walked(&r, ctx, needs_walk(ctx), Some(MLX_DOMAIN))
+    {
+        Ok(()) => true,
+        // The array was created in an earlier recording: its line is gone.
+        Err(FrameworkError::StaleTraceback(_)) => {
+            let ctx = ctx.map(|c| OpContext {
+                traceback: op_context::NO_TRACEBACK,
+                ..c
+            });
+            framework_api::record_allocator_event_walked(&r, ctx, needs_walk(ctx), Some(MLX_DOMAIN))
+                .is_ok()
+        }
+        Err(_) => false,
+    }
+}
+
+/// Reports the allocations still waiting: the calling thread's with its stack, other
+/// threads' (`all`) without one.
+fn flush(w: &mut Watch, all: bool) {
+    if w.pending.is_empty() {
+        return;
+    }
+    let me = thread_id::current();
+    let mut i = 0;
+    while i < w.pending.len() {
+        if w.pending[i].thread == me || all {
+            let p = w.pending.remove(i);
+            report(p.action, p.addr, p.size, Some(p.requested), None, p.thread == me);
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// MLX put the buffer at `addr` into an array (`array::set_data`): the waiting
+/// allocation is reported with what `creation` returns for the array.
+pub(crate) fn joined(addr: u64, creation: impl FnOnce() -> Option<OpContext>) {
+    if !WATCHING.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut guard = mirror();
+    let Some(w) = guard.as_mut() else {
+        return;
+    };
+    let me = thread_id::current();
+    let Some(i) = w
+        .pending
+        .iter()
+        .rposition(|p| p.thread == me && p.addr == addr)
+    else {
+        return;
+    };
+    let p = w.pending.remove(i);
+    report(p.action, p.addr, p.size, Some(p.requested), creation(), true);
 }
 
 /// Reports the buffers evicted since the mirror last matched MLX's cache.
-fn settle(mirror: &mut CacheMirror) {
-    for b in mirror.settle(cache_bytes()) {
+fn settle(w: &mut Watch) {
+    for b in w.mirror.settle(cache_bytes()) {
         if b.recorded {
-            report(Action::FreeCacheToOs, b.addr, b.size, None);
+            report(Action::FreeCacheToOs, b.addr, b.size, None, None, false);
         }
     }
 }
@@ -157,11 +231,12 @@ unsafe extern "C" fn forward_malloc(_this: *mut c_void, size: usize) -> *mut c_v
         return unsafe { malloc(object, size) };
     }
     let mut guard = mirror();
-    let Some(m) = guard.as_mut() else {
+    let Some(w) = guard.as_mut() else {
         return unsafe { malloc(object, size) };
     };
-    settle(m);
-    let before = m.bytes();
+    flush(w, false);
+    settle(w);
+    let before = w.mirror.bytes();
     let buffer = beneath_wrapper(|| unsafe { malloc(object, size) });
     let after = cache_bytes();
     let block = real_size(buffer);
@@ -170,25 +245,32 @@ unsafe extern "C" fn forward_malloc(_this: *mut c_void, size: usize) -> *mut c_v
     }
     let addr = buffer as u64;
     let hit = before.checked_sub(after) == Some(block);
-    let known = m.reused(addr);
-    let action = match known {
+    let action = match w.mirror.reused(addr) {
         Some(_) if hit => Action::AllocReuse,
         Some(evicted) => {
             // Evicted behind our back (a clear_cache racing this call), then new again.
             if evicted.recorded {
-                report(Action::FreeCacheToOs, addr, evicted.size, None);
+                report(Action::FreeCacheToOs, addr, evicted.size, None, None, false);
             }
             Action::AllocNew
         }
         None => {
             if hit {
                 // A buffer cached before we watched: it is new to us.
-                m.unknown_reused(block);
+                w.mirror.unknown_reused(block);
             }
             Action::AllocNew
         }
     };
-    report(action, addr, block, Some(size as u64));
+    // Reported once MLX tells which array the buffer is for (`joined`), or at this
+    // thread's next call.
+    w.pending.push(Pending {
+        thread: thread_id::current(),
+        action,
+        addr,
+        size: block,
+        requested: size as u64,
+    });
     buffer
 }
 
@@ -199,13 +281,19 @@ unsafe extern "C" fn forward_free(_this: *mut c_void, buffer: *mut c_void) {
         return unsafe { free(object, buffer) };
     }
     let mut guard = mirror();
-    let Some(m) = guard.as_mut() else {
+    let Some(w) = guard.as_mut() else {
         return unsafe { free(object, buffer) };
     };
-    settle(m);
-    let before = m.bytes();
-    let block = real_size(buffer);
     let addr = buffer as u64;
+    // A buffer freed before it was put into an array is reported first.
+    if let Some(i) = w.pending.iter().position(|p| p.addr == addr) {
+        let p = w.pending.remove(i);
+        let mine = p.thread == thread_id::current();
+        report(p.action, p.addr, p.size, Some(p.requested), None, mine);
+    }
+    settle(w);
+    let before = w.mirror.bytes();
+    let block = real_size(buffer);
     // MLX's calls are serialised by the lock, so no other buffer of ours can get this
     // address before the event below.
     beneath_wrapper(|| unsafe { free(object, buffer) });
@@ -214,14 +302,14 @@ unsafe extern "C" fn forward_free(_this: *mut c_void, buffer: *mut c_void) {
         return;
     }
     if after.checked_sub(before) == Some(block) {
-        let recorded = report(Action::FreeActiveToCache, addr, block, None);
-        m.cached(CachedBuffer {
+        let recorded = report(Action::FreeActiveToCache, addr, block, None, None, false);
+        w.mirror.cached(CachedBuffer {
             addr,
             size: block,
             recorded,
         });
     } else {
-        report(Action::FreeActiveToOs, addr, block, None);
+        report(Action::FreeActiveToOs, addr, block, None, None, false);
     }
 }
 
@@ -239,7 +327,14 @@ unsafe extern "C" fn forward_make_buffer(
     let buffer = unsafe { make_buffer(object, ptr, size) };
     if WATCHING.load(Ordering::Relaxed) && !buffer.is_null() && size > 0 {
         let _guard = mirror();
-        report(Action::AllocMakeBuffer, buffer as u64, size as u64, None);
+        report(
+            Action::AllocMakeBuffer,
+            buffer as u64,
+            size as u64,
+            None,
+            None,
+            true,
+        );
     }
     buffer
 }
@@ -249,7 +344,7 @@ unsafe extern "C" fn forward_release(_this: *mut c_void, buffer: *mut c_void) {
     let (object, release) = unsafe { real_fn::<BufferFn>(slot::RELEASE) };
     if WATCHING.load(Ordering::Relaxed) && !buffer.is_null() {
         let _guard = mirror();
-        report(Action::Release, buffer as u64, 0, None);
+        report(Action::Release, buffer as u64, 0, None, None, false);
     }
     unsafe { release(object, buffer) }
 }
@@ -291,7 +386,10 @@ pub(crate) unsafe fn forwarder(real: usize, cache_bytes_fn: usize) -> usize {
 /// Starts reporting: MLX's cache currently holds buffers we never saw.
 pub(crate) fn watch() {
     let mut guard = mirror();
-    *guard = Some(CacheMirror::new(cache_bytes()));
+    *guard = Some(Watch {
+        mirror: CacheMirror::new(cache_bytes()),
+        pending: Vec::new(),
+    });
     WATCHING.store(true, Ordering::Release);
 }
 
@@ -299,6 +397,9 @@ pub(crate) fn watch() {
 pub(crate) fn unwatch() {
     let mut guard = mirror();
     WATCHING.store(false, Ordering::Release);
+    if let Some(w) = guard.as_mut() {
+        flush(w, true);
+    }
     *guard = None;
 }
 
@@ -308,8 +409,9 @@ pub(crate) fn sync() {
     if !WATCHING.load(Ordering::Acquire) {
         return;
     }
-    if let Some(m) = mirror().as_mut() {
-        settle(m);
+    if let Some(w) = mirror().as_mut() {
+        flush(w, true);
+        settle(w);
     }
 }
 

@@ -7,7 +7,7 @@
 use std::ffi::{c_void, CStr, CString};
 
 use super::got_patcher::{self, Patches};
-use super::mlx_allocator;
+use super::{mlx_allocator, mlx_graph};
 use crate::spin_lock::SpinLock;
 
 /// `mlx::core::allocator::allocator()`.
@@ -50,15 +50,16 @@ pub(crate) fn attach(library: &str) -> Result<usize, String> {
     let path = CString::new(library).map_err(|_| format!("bad library path {library:?}"))?;
     // SAFETY: RTLD_NOLOAD returns a handle only to an already loaded object; dlsym reads
     // its symbol table; the reference taken is dropped right after.
-    let (real_fn, cache_fn) = unsafe {
+    let (real_fn, cache_fn, graph_fns) = unsafe {
         let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY);
         if handle.is_null() {
             return Err(format!("{library} is not loaded"));
         }
         let real_fn = libc::dlsym(handle, ALLOCATOR.as_ptr()) as usize;
         let cache_fn = libc::dlsym(handle, GET_CACHE_MEMORY.as_ptr()) as usize;
+        let graph_fns = mlx_graph::NAMES.map(|n| libc::dlsym(handle, n.as_ptr()) as usize);
         libc::dlclose(handle);
-        (real_fn, cache_fn)
+        (real_fn, cache_fn, graph_fns)
     };
     if real_fn == 0 || cache_fn == 0 {
         return Err(format!(
@@ -86,15 +87,20 @@ pub(crate) fn attach(library: &str) -> Result<usize, String> {
     let forwarder = unsafe { mlx_allocator::forwarder(real, cache_fn) };
     FORWARDER.store(forwarder, std::sync::atomic::Ordering::Release);
     mlx_allocator::watch();
-    got_patcher::patch_all(
-        &mut patches,
-        &[ALLOCATOR],
-        &[real_fn],
-        &[forwarding_allocator as *const () as usize],
-        &[real_fn],
-    );
+    let mut names = vec![ALLOCATOR];
+    let mut reals = vec![real_fn];
+    let mut hooks = vec![forwarding_allocator as *const () as usize];
+    // Creation lines need every graph function (else buffers keep their eval line).
+    if graph_fns.iter().all(|&f| f != 0 && in_libmlx(f)) {
+        mlx_graph::watch(&graph_fns);
+        names.extend(mlx_graph::NAMES);
+        reals.extend(graph_fns);
+        hooks.extend(mlx_graph::hook_addresses());
+    }
+    got_patcher::patch_all(&mut patches, &names, &reals, &hooks, &reals);
     if patches.len() == 0 {
         mlx_allocator::unwatch();
+        mlx_graph::unwatch();
         return Err("no GOT slot calls mlx::core::allocator::allocator()".into());
     }
     Ok(patches.len())
@@ -104,6 +110,7 @@ pub(crate) fn attach(library: &str) -> Result<usize, String> {
 pub(crate) fn detach() {
     let mut patches = PATCHES.lock();
     got_patcher::restore_all(&mut patches);
+    mlx_graph::unwatch();
     mlx_allocator::unwatch();
 }
 

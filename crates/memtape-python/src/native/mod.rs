@@ -18,6 +18,7 @@ mod dlopen_hook;
 mod elf_slots;
 mod got_patcher;
 mod mlx_allocator;
+mod mlx_graph;
 pub(crate) mod mlx_hook;
 mod native_record;
 

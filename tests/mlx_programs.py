@@ -49,8 +49,8 @@ def check(label: str, snapshot: Path) -> None:
 
 def mlp(snapshot: Path) -> None:
     import mlx.core as mx
-    import mlx.nn as nn
     import mlx.optimizers as optim
+    from mlx import nn
 
     class MLP(nn.Module):
         def __init__(self) -> None:
@@ -223,7 +223,9 @@ def main() -> None:
         {
             "action": e["action"],
             "size": e["size"],
-            "line": next((f[2] for f in reversed(e["frames"]) if Path(f[0]).resolve() == HERE), None),
+            "line": next(
+                (f[2] for f in reversed(e["frames"]) if Path(f[0]).resolve() == HERE), None
+            ),
             "thread": e["thread"],
             "op": e["op"],
         }

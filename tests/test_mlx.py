@@ -8,6 +8,7 @@ recording starts before ``mlx.core`` is imported (MLX's counters then start at z
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -69,7 +70,7 @@ def test_mlp_training_steps(mlp: tuple[dict[str, Any], Path]) -> None:
     events = result["events"]
     extras = result["extras"]
     bounds = [*extras["steps"], extras["before_clear"], extras["before_limit"], len(events)]
-    per_step = [actions(events[a:b]) for a, b in zip(bounds, bounds[1:])]
+    per_step = [actions(events[a:b]) for a, b in itertools.pairwise(bounds)]
     assert per_step[0]["AllocNew"] > 10
     for step in per_step[1:4]:
         assert step["AllocReuse"] > 0, per_step
@@ -81,12 +82,21 @@ def test_mlp_training_steps(mlp: tuple[dict[str, Any], Path]) -> None:
     assert cleared["FreeCacheToOS"] > 0 and cleared["AllocNew"] == 0
     assert per_step[5]["FreeActiveToOS"] > 0
     assert per_step[5]["FreeActiveToCache"] == 0
-    # Buffers computed inside a step are allocated by its eval.
-    train_eval = line_of("train_eval")
-    step_bytes = Counter(
-        e["line"] for e in events[bounds[0] : bounds[4]] if e["action"].startswith("Alloc")
-    )
-    assert step_bytes.most_common(1)[0][0] == train_eval, step_bytes
+    # Each buffer computed inside a step is attributed to the line that created its
+    # array, with the array's primitive; the eval line allocates nothing of its own.
+    made = {
+        (e["line"], e["op"])
+        for e in events[bounds[0] : bounds[4]]
+        if e["action"].startswith("Alloc")
+    }
+    for tag, op in (
+        ("forward", "AddMM"),
+        ("loss", "LogSumExp"),
+        ("step", "Matmul"),
+        ("update", "Multiply"),
+    ):
+        assert (line_of(tag), op) in made, (tag, op, sorted(made, key=str))
+    assert not any(line == line_of("train_eval") for line, _ in made), made
 
 
 def test_mlp_snapshot_in_pytorchs_memory_viz(mlp: tuple[dict[str, Any], Path]) -> None:
@@ -111,26 +121,43 @@ def test_mlp_snapshot_in_every_view_of_the_viewer(
 def test_each_kind_of_implicit_eval(tmp_path: Path) -> None:
     result, _ = run("implicit", tmp_path)
     assert_counters_match(result["checks"])
-    lines = Counter(e["line"] for e in result["events"] if e["action"].startswith("Alloc"))
-    for tag in ("item", "numpy", "print", "float", "async", "bool"):
-        assert lines[line_of(tag)] > 0, (tag, lines)
+    allocs = [e for e in result["events"] if e["action"].startswith("Alloc")]
+    made = {(e["line"], e["op"]) for e in allocs}
+    kinds = {
+        "item": "Exp",
+        "numpy": "Sin",
+        "print": "Cos",
+        "float": "Tanh",
+        "async": "Sqrt",
+        "bool": "Abs",
+        "list": "Sigmoid",
+    }
+    for tag, op in kinds.items():
+        assert (line_of(f"make_{tag}"), op) in made, (tag, sorted(made, key=str))
+        # The evaluating line holds only what it created itself (a reduction, an index).
+        at_eval = {e["op"] for e in allocs if e["line"] == line_of(tag)}
+        assert op not in at_eval, (tag, at_eval)
+        assert sum(e["size"] for e in allocs if e["line"] == line_of(tag)) < 1000
 
 
 def test_compiled_function(tmp_path: Path) -> None:
     result, _ = run("compiled", tmp_path)
     assert_counters_match(result["checks"])
-    events = result["events"]
-    at_eval = [e for e in events if e["line"] == line_of("compiled_eval")]
-    assert actions(at_eval)["AllocNew"] > 0 and actions(at_eval)["AllocReuse"] > 0
+    at_call = [e for e in result["events"] if e["line"] == line_of("compiled_call")]
+    assert {e["op"] for e in at_call} == {"Compiled"}
+    assert actions(at_call)["AllocNew"] > 0 and actions(at_call)["AllocReuse"] > 0
+    assert not [e for e in result["events"] if e["line"] == line_of("compiled_eval")]
 
 
 def test_created_in_one_thread_evaluated_in_another(tmp_path: Path) -> None:
     result, _ = run("threads", tmp_path)
     assert_counters_match(result["checks"])
-    evaluated = [e for e in result["events"] if e["line"] == line_of("thread_eval")]
-    assert evaluated and all(e["action"] == "AllocNew" for e in evaluated)
-    assert {e["thread"] for e in evaluated} == {result["extras"]["eval_thread"]}
-    assert sum(e["size"] for e in evaluated) >= 2 * 300 * 300 * 4 - 4096
+    made = [e for e in result["events"] if e["line"] == line_of("thread_make")]
+    assert [e["op"] for e in made] == ["Exp"]
+    # Allocated by the evaluating thread, attributed to the creating one's line.
+    assert made[0]["thread"] == result["extras"]["eval_thread"]
+    assert made[0]["size"] == 300 * 300 * 4
+    assert not [e for e in result["events"] if e["line"] == line_of("thread_eval")]
 
 
 def test_stopping_gives_mlx_its_allocator_back(tmp_path: Path) -> None:

@@ -32,15 +32,16 @@ VERIFIED_VERSIONS = ("0.32.4",)
 _EVICTING = ("clear_cache", "set_cache_limit")
 
 _followers: set[str] = set()
-_warned = False
+_warned: list[str] = []  # the warning given, once per process
 _wrapped: dict[str, Callable[..., Any]] = {}
 
 
 def _warn_once(message: str) -> None:
-    global _warned
     if not _warned:
-        _warned = True
-        warnings.warn(f"memtape: {message}; MLX's buffers are not recorded", RuntimeWarning, stacklevel=3)
+        _warned.append(message)
+        warnings.warn(
+            f"memtape: {message}; MLX's buffers are not recorded", RuntimeWarning, stacklevel=3
+        )
 
 
 def is_attached() -> bool:
@@ -72,7 +73,8 @@ def follow(who: str, on: bool) -> None:
 def _unverified(core: types.ModuleType) -> str | None:
     version = str(getattr(core, "__version__", "unknown"))
     if version not in VERIFIED_VERSIONS:
-        return f"MLX {version} is not a version memtape knows (it knows {', '.join(VERIFIED_VERSIONS)})"
+        known = ", ".join(VERIFIED_VERSIONS)
+        return f"MLX {version} is not a version memtape knows (it knows {known})"
     for backend in ("metal", "cuda"):
         module = getattr(core, backend, None)
         available = getattr(module, "is_available", None)
@@ -141,7 +143,9 @@ class _ImportWatcher(importlib.abc.MetaPathFinder):
         later = sys.meta_path[sys.meta_path.index(self) + 1 :] if self in sys.meta_path else []
         for finder in later:
             find = getattr(finder, "find_spec", None)
-            spec = find(fullname, path, target) if find is not None else None
+            spec: importlib.machinery.ModuleSpec | None = (
+                find(fullname, path, target) if find is not None else None
+            )
             if spec is not None and spec.loader is not None:
                 spec.loader = _AttachAfter(spec.loader)
                 return spec

@@ -139,15 +139,14 @@ pub(crate) fn op_context_now(op: &str, walked: Option<capture::Walked<'_>>) -> O
 pub(crate) fn record_allocator_event_checked(r: &Report) -> Result<(), FrameworkError> {
     // With no op context, attribute to where we are: walk now (before the lock) when
     // this thread holds the GIL; otherwise the thread's last captured stack.
-    let walked = (op_context::current().is_none() && crate::recorder::events_recording()).then(
-        || {
+    let walked =
+        (op_context::current().is_none() && crate::recorder::events_recording()).then(|| {
             let walked = capture::walk(
                 crate::hook_mode::thread(),
                 thread_state::attached_if_holding_gil(),
             );
             (walked, true)
-        },
-    );
+        });
     record_allocator_event_walked(r, op_context::current(), walked, None)
 }
 

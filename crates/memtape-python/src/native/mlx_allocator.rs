@@ -142,9 +142,10 @@ fn report(
     let stack_wanted = matches!(
         action,
         Action::AllocNew | Action::AllocReuse | Action::AllocMakeBuffer
-    ) && (own_work::_events_or_capture_recording() || recorder::events_recording());
+    ) && (own_work::_events_or_capture_recording()
+        || recorder::events_recording());
     let needs_walk = |ctx: Option<OpContext>| {
-        let own = ctx.is_none_or(|c| c.traceback == op_context::NO_TRACEBACK);
+        let own = ctx.map_or(true, |c| c.traceback == op_context::NO_TRACEBACK);
         if walk && stack_wanted && own {
             hook_mode::thread().map(native_record::walk)
         } else {
@@ -159,8 +160,7 @@ fn report(
         device: MLX_DEVICE,
         stream: 0,
     };
-    match framework_api::record_allocator_event_walked(&r, ctx, needs_walk(ctx), Some(MLX_DOMAIN))
-    {
+    match framework_api::record_allocator_event_walked(&r, ctx, needs_walk(ctx), Some(MLX_DOMAIN)) {
         Ok(()) => true,
         // The array was created in an earlier recording: its line is gone.
         Err(FrameworkError::StaleTraceback(_)) => {
@@ -186,7 +186,14 @@ fn flush(w: &mut Watch, all: bool) {
     while i < w.pending.len() {
         if w.pending[i].thread == me || all {
             let p = w.pending.remove(i);
-            report(p.action, p.addr, p.size, Some(p.requested), None, p.thread == me);
+            report(
+                p.action,
+                p.addr,
+                p.size,
+                Some(p.requested),
+                None,
+                p.thread == me,
+            );
         } else {
             i += 1;
         }
@@ -212,7 +219,14 @@ pub(crate) fn joined(addr: u64, creation: impl FnOnce() -> Option<OpContext>) {
         return;
     };
     let p = w.pending.remove(i);
-    report(p.action, p.addr, p.size, Some(p.requested), creation(), true);
+    report(
+        p.action,
+        p.addr,
+        p.size,
+        Some(p.requested),
+        creation(),
+        true,
+    );
 }
 
 /// Reports the buffers evicted since the mirror last matched MLX's cache.

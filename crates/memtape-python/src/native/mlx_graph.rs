@@ -172,17 +172,25 @@ unsafe fn set_data_seen(array: usize, data: usize) {
         return;
     }
     mlx_allocator::joined(buffer as u64, || {
-        graph()
-            .as_mut()
-            .and_then(|g| g.created.remove(&desc))
+        graph().as_mut().and_then(|g| g.created.remove(&desc))
     });
 }
 
-unsafe extern "C" fn node_hook(this: usize, shape: usize, dtype: usize, primitive: usize, inputs: usize) {
+unsafe extern "C" fn node_hook(
+    this: usize,
+    shape: usize,
+    dtype: usize,
+    primitive: usize,
+    inputs: usize,
+) {
     // Read before the constructor moves the shared_ptr out of its argument.
     // SAFETY: `primitive` points to the caller's `shared_ptr<Primitive>` (first word: the
     // object pointer).
-    let object = if primitive == 0 { 0 } else { unsafe { *(primitive as *const usize) } };
+    let object = if primitive == 0 {
+        0
+    } else {
+        unsafe { *(primitive as *const usize) }
+    };
     // SAFETY: MLX's constructor with the caller's arguments.
     unsafe { real::<Words5>(NODE)(this, shape, dtype, primitive, inputs) };
     if WATCHING.load(Ordering::Relaxed) {
@@ -265,7 +273,7 @@ mod tests {
     fn class_names_from_mangled_names() {
         assert_eq!(class_name("N3mlx4core3ExpE"), "Exp");
         assert_eq!(class_name("N3mlx4core6MatmulE"), "Matmul");
-        assert_eq!(class_name("*N3mlx4core12_GLOBAL__N_14ThingE"), "Thing");
+        assert_eq!(class_name("*N3mlx4core12_GLOBAL__N_15ThingE"), "Thing");
         assert_eq!(class_name("5Plain"), "Plain");
         assert_eq!(class_name("weird"), "weird");
     }

@@ -30,7 +30,7 @@ use super::beneath_wrapper;
 use super::native_record;
 use crate::framework_api::{self, FrameworkError, Report};
 use crate::op_context::{self, OpContext};
-use crate::{hook_mode, own_work, recorder, thread_id};
+use crate::{hook_mode, thread_id};
 
 /// The device MLX's CPU buffers are reported on.
 pub(crate) const MLX_DEVICE: i32 = 0;
@@ -139,11 +139,11 @@ fn report(
     ctx: Option<OpContext>,
     walk: bool,
 ) -> bool {
+    // Watching means something records (events or a capture).
     let stack_wanted = matches!(
         action,
         Action::AllocNew | Action::AllocReuse | Action::AllocMakeBuffer
-    ) && (own_work::_events_or_capture_recording()
-        || recorder::events_recording());
+    );
     let needs_walk = |ctx: Option<OpContext>| {
         let own = ctx.map_or(true, |c| c.traceback == op_context::NO_TRACEBACK);
         if walk && stack_wanted && own {

@@ -30,7 +30,7 @@ use rustc_hash::FxHashMap;
 use super::mlx_allocator;
 use crate::framework_api;
 use crate::op_context::OpContext;
-use crate::{capture, hook_mode, own_work, recorder, thread_state};
+use crate::{capture, hook_mode, thread_state};
 
 /// The functions hooked, in [`hook_addresses`]' order.
 pub(crate) const NAMES: [&CStr; 5] = [
@@ -128,17 +128,14 @@ unsafe fn object_class(g: &mut Graph, object: usize) -> &'static str {
     name
 }
 
-fn recording() -> bool {
-    own_work::_events_or_capture_recording() || recorder::events_recording()
-}
-
 /// A node was built at `desc` with the primitive object at `primitive`.
 fn node_created(desc: usize, primitive: usize) {
     let mut guard = graph();
     let Some(g) = guard.as_mut() else {
         return;
     };
-    if primitive == 0 || !recording() {
+    // Watching means something records (events or a capture): no need to ask.
+    if primitive == 0 {
         g.created.remove(&desc);
         return;
     }

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any

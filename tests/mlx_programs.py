@@ -197,6 +197,26 @@ def unknown_version(snapshot: Path) -> None:
     del keep
 
 
+def native_once(snapshot: Path) -> None:
+    import mlx.core as mx
+
+    memtape.record_memory_events(True, 1_000_000, sources=("python", "framework", "native"))
+    mx.set_cache_limit(0)
+    a = mx.ones((1000, 1000)) * 2  # tag:native_make
+    mx.eval(a)
+    del a
+    events = memtape.get_memory_events()
+    memtape.record_memory_events(False)
+    # MLX's std::malloc asks for the buffer plus an 8-byte size header.
+    extras["native_sizes"] = sorted(
+        {e["size"] for e in events if e["device"] == -2 and e["size"] >= 1_000_000}
+    )
+    extras["mlx_sizes"] = sorted(
+        {e["size"] for e in events if e["device"] == DEVICE and e["size"] >= 1_000_000}
+    )
+    extras["native_events"] = sum(1 for e in events if e["device"] == -2)
+
+
 PROGRAMS = {
     "mlp": mlp,
     "implicit": implicit,
@@ -204,9 +224,10 @@ PROGRAMS = {
     "threads": threads,
     "stop_restores": stop_restores,
     "unknown_version": unknown_version,
+    "native_once": native_once,
 }
 #: Programs that start the recording themselves (with mlx already imported).
-SELF_STARTING = ("stop_restores", "unknown_version")
+SELF_STARTING = ("stop_restores", "unknown_version", "native_once")
 
 
 def main() -> None:

@@ -199,6 +199,14 @@ def test_unknown_mlx_version_warns_once_and_traces_the_rest(tmp_path: Path) -> N
     assert extras["python_events"] > 0
 
 
+def test_a_buffer_is_recorded_once_with_native_tracing_on(tmp_path: Path) -> None:
+    result, _ = run("native_once", tmp_path)
+    extras = result["extras"]
+    assert extras["native_events"] > 0, "native tracing recorded nothing at all"
+    assert extras["mlx_sizes"] == [4_000_000]
+    assert extras["native_sizes"] == [], extras["native_sizes"]
+
+
 MLX_PROGRAM = """
 import mlx.core as mx
 a = mx.random.normal((500, 500))

@@ -17,6 +17,11 @@
 //! (`clear_cache`, `set_cache_limit`) bypass the allocator's interface; [`settle`] finds
 //! them from the cache's size ([`CacheMirror`]) before every call and on request.
 //!
+//! An allocation is reported when MLX puts the buffer into an array (`array::set_data`,
+//! [`joined`], called from [`mlx_graph`](super::mlx_graph)), so that it carries the
+//! array's creation line and primitive; one never put into an array is reported at its
+//! thread's next call, at its free, or when events are read ([`sync`]).
+//!
 //! MLX's `std::malloc` beneath a cache miss is one block in one domain: the real call
 //! runs under [`beneath_wrapper`], so native tracing does not record it again.
 

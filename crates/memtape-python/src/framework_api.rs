@@ -120,19 +120,27 @@ fn attribute(
     rec.attributed_stack(ctx, own)
 }
 
-/// An op context for `op` with the stack the caller walked (with the GIL held), interned
-/// under one lock: what a lazy framework keeps with an array it creates.
-pub(crate) fn op_context_now(op: &str, walked: Option<capture::Walked<'_>>) -> OpContext {
+/// An op context for the op named `op` (interned when it is a name, else an id from an
+/// earlier call) with the stack the caller walked (with the GIL held), under one lock:
+/// what a lazy framework keeps with an array it creates.
+pub(crate) fn op_context_now(op: OpName<'_>, walked: Option<capture::Walked<'_>>) -> OpContext {
     with_recorder(|rec| {
         let traceback = match walked {
             Some(w) => op_context::handle(rec.generation, w.intern(rec)),
             None => NO_TRACEBACK,
         };
-        OpContext {
-            op: rec.ops.intern(op),
-            traceback,
-        }
+        let op = match op {
+            OpName::Name(name) => rec.ops.intern(name),
+            OpName::Id(id) => id,
+        };
+        OpContext { op, traceback }
     })
+}
+
+/// An op's name, or its id once interned (ids last as long as the process).
+pub(crate) enum OpName<'a> {
+    Name(&'a str),
+    Id(u32),
 }
 
 /// Checks a report against the allocator's state, applies it and records the event.

@@ -28,7 +28,7 @@ use std::sync::{Mutex, MutexGuard};
 use rustc_hash::FxHashMap;
 
 use super::mlx_allocator;
-use crate::framework_api;
+use crate::framework_api::{self, OpName};
 use crate::op_context::OpContext;
 use crate::{capture, hook_mode, thread_state};
 
@@ -56,8 +56,8 @@ static WATCHING: AtomicBool = AtomicBool::new(false);
 struct Graph {
     /// Each live node's op context (creation stack and primitive), by `ArrayDesc` address.
     created: FxHashMap<usize, OpContext>,
-    /// Primitive class names by vtable address.
-    names: FxHashMap<usize, &'static str>,
+    /// Primitive op ids (their class names, interned) by vtable address.
+    ops: FxHashMap<usize, u32>,
 }
 
 static GRAPH: Mutex<Option<Graph>> = Mutex::new(None);
@@ -100,32 +100,25 @@ fn class_name(mangled: &str) -> &str {
     last
 }
 
-/// The class name of the C++ object at `object` (polymorphic), cached by vtable.
+/// The class name of the C++ object whose vtable is at `vtable`.
 ///
 /// # Safety
-/// `object` must be a live polymorphic object compiled with RTTI.
-unsafe fn object_class(g: &mut Graph, object: usize) -> &'static str {
-    // SAFETY: guaranteed by the caller: the first word is the vtable pointer, the word
-    // before the vtable's first function is the type info, whose second word is the
-    // mangled name (a NUL-terminated string in the object's read-only data).
-    let vtable = unsafe { *(object as *const usize) };
-    if let Some(name) = g.names.get(&vtable) {
-        return name;
-    }
-    let name = unsafe {
+/// `vtable` must be the vtable of a polymorphic class compiled with RTTI.
+unsafe fn class_of(vtable: usize) -> String {
+    // SAFETY: guaranteed by the caller: the word before the vtable's first function is
+    // the type info, whose second word is the mangled name (a NUL-terminated string in
+    // the object's read-only data).
+    unsafe {
         let type_info = *((vtable - 8) as *const usize);
         if type_info == 0 {
-            ""
-        } else {
-            let mangled = *((type_info + 8) as *const *const c_char);
-            match CStr::from_ptr(mangled).to_str() {
-                Ok(m) => Box::leak(class_name(m).to_owned().into_boxed_str()),
-                Err(_) => "",
-            }
+            return String::new();
         }
-    };
-    g.names.insert(vtable, name);
-    name
+        let mangled = *((type_info + 8) as *const *const c_char);
+        CStr::from_ptr(mangled)
+            .to_str()
+            .map(|m| class_name(m).to_owned())
+            .unwrap_or_default()
+    }
 }
 
 /// A node was built at `desc` with the primitive object at `primitive`.
@@ -139,15 +132,25 @@ fn node_created(desc: usize, primitive: usize) {
         g.created.remove(&desc);
         return;
     }
-    // SAFETY: a node's primitive is a live `mlx::core::Primitive` (polymorphic, RTTI).
-    let name = unsafe { object_class(g, primitive) };
+    // SAFETY: a node's primitive is a live `mlx::core::Primitive` (polymorphic, RTTI):
+    // its first word is its vtable pointer.
+    let vtable = unsafe { *(primitive as *const usize) };
     let held = thread_state::attached_if_holding_gil();
     let walked = if held.is_null() {
         None
     } else {
         hook_mode::thread().map(|t| capture::walk(Some(t), held))
     };
-    let ctx = framework_api::op_context_now(name, walked);
+    let ctx = match g.ops.get(&vtable) {
+        Some(&id) => framework_api::op_context_now(OpName::Id(id), walked),
+        None => {
+            // SAFETY: as above.
+            let name = unsafe { class_of(vtable) };
+            let ctx = framework_api::op_context_now(OpName::Name(&name), walked);
+            g.ops.insert(vtable, ctx.op);
+            ctx
+        }
+    };
     g.created.insert(desc, ctx);
 }
 

@@ -217,6 +217,33 @@ def native_once(snapshot: Path) -> None:
     extras["native_events"] = sum(1 for e in events if e["device"] == -2)
 
 
+def forks(snapshot: Path) -> None:
+    import os
+
+    import mlx.core as mx
+
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            mx.eval(mx.exp(mx.ones((64, 64))) + 1.0)
+
+    worker = threading.Thread(target=busy)
+    worker.start()
+    children = 0
+    for _ in range(30):
+        pid = os.fork()
+        if pid == 0:
+            keep = [bytearray(100) for _ in range(100)]
+            os._exit(0 if keep else 1)
+        _, status = os.waitpid(pid, 0)
+        children += os.waitstatus_to_exitcode(status) == 0
+    stop.set()
+    worker.join()
+    extras["children_ok"] = children
+    check("forks", snapshot)
+
+
 PROGRAMS = {
     "mlp": mlp,
     "implicit": implicit,
@@ -225,6 +252,7 @@ PROGRAMS = {
     "stop_restores": stop_restores,
     "unknown_version": unknown_version,
     "native_once": native_once,
+    "forks": forks,
 }
 #: Programs that start the recording themselves (with mlx already imported).
 SELF_STARTING = ("stop_restores", "unknown_version", "native_once")

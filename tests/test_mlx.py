@@ -199,6 +199,13 @@ def test_unknown_mlx_version_warns_once_and_traces_the_rest(tmp_path: Path) -> N
     assert extras["python_events"] > 0
 
 
+def test_forks_while_mlx_allocates(tmp_path: Path) -> None:
+    # fork() takes the forwarder's locks first: children never inherit one held.
+    result, _ = run("forks", tmp_path)
+    assert result["extras"]["children_ok"] == 30
+    assert_counters_match(result["checks"])
+
+
 def test_a_buffer_is_recorded_once_with_native_tracing_on(tmp_path: Path) -> None:
     result, _ = run("native_once", tmp_path)
     extras = result["extras"]

@@ -27,7 +27,7 @@
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
 use memtape_core::{Action, CacheMirror, CachedBuffer, MLX_DOMAIN};
 
@@ -35,6 +35,7 @@ use super::beneath_wrapper;
 use super::native_record;
 use crate::framework_api::{self, FrameworkError, Report};
 use crate::op_context::{self, OpContext};
+use crate::spin_lock::{SpinGuard, SpinLock};
 use crate::{hook_mode, thread_id};
 
 /// The device MLX's CPU buffers are reported on.
@@ -97,11 +98,23 @@ struct Watch {
 }
 
 /// `Some` while watching. Its lock serialises the calls made through the forwarder, so
-/// that the cache's size before and after a call is that call's doing.
-static MIRROR: Mutex<Option<Watch>> = Mutex::new(None);
+/// that the cache's size before and after a call is that call's doing. A spin lock, so
+/// that `fork()` can take it (see [`prepare_fork`]).
+static MIRROR: SpinLock<Option<Watch>> = SpinLock::new(None);
 
-fn mirror() -> MutexGuard<'static, Option<Watch>> {
-    MIRROR.lock().unwrap_or_else(|e| e.into_inner())
+fn mirror() -> SpinGuard<'static, Option<Watch>> {
+    MIRROR.lock()
+}
+
+/// Before `fork()`: no other thread is inside MLX's allocator (taken before the
+/// recorder's lock, in the order the forwarder takes them).
+pub(crate) fn prepare_fork() {
+    MIRROR.acquire_for_fork();
+}
+
+/// After `fork()`, in both processes.
+pub(crate) fn after_fork() {
+    MIRROR.release_after_fork();
 }
 
 /// The real object's virtual function `index`, as a function of type `F`.

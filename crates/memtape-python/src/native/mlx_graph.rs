@@ -23,13 +23,13 @@
 
 use std::ffi::{c_char, CStr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 use rustc_hash::FxHashMap;
 
 use super::mlx_allocator;
 use crate::framework_api::{self, OpName};
 use crate::op_context::OpContext;
+use crate::spin_lock::{SpinGuard, SpinLock};
 use crate::{capture, hook_mode, thread_state};
 
 /// The functions hooked, in [`hook_addresses`]' order.
@@ -60,10 +60,20 @@ struct Graph {
     ops: FxHashMap<usize, u32>,
 }
 
-static GRAPH: Mutex<Option<Graph>> = Mutex::new(None);
+static GRAPH: SpinLock<Option<Graph>> = SpinLock::new(None);
 
-fn graph() -> MutexGuard<'static, Option<Graph>> {
-    GRAPH.lock().unwrap_or_else(|e| e.into_inner())
+fn graph() -> SpinGuard<'static, Option<Graph>> {
+    GRAPH.lock()
+}
+
+/// Before `fork()` (after the allocator's lock, before the recorder's).
+pub(crate) fn prepare_fork() {
+    GRAPH.acquire_for_fork();
+}
+
+/// After `fork()`, in both processes.
+pub(crate) fn after_fork() {
+    GRAPH.release_after_fork();
 }
 
 type Words3 = unsafe extern "C" fn(usize, usize, usize);

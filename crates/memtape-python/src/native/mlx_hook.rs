@@ -44,6 +44,28 @@ fn in_libmlx(addr: usize) -> bool {
     }
 }
 
+extern "C" fn prepare_fork() {
+    mlx_allocator::prepare_fork();
+    mlx_graph::prepare_fork();
+}
+
+extern "C" fn after_fork() {
+    mlx_graph::after_fork();
+    mlx_allocator::after_fork();
+}
+
+/// Registered on first attach, after the recorder's own handlers: `fork()` runs prepare
+/// handlers newest first, so these locks are taken before the recorder's, in the order
+/// MLX's calls take them.
+fn register_fork_handlers() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: plain handlers that never unwind; a failure (ENOMEM) leaves fork as
+        // before MLX was watched.
+        unsafe { libc::pthread_atfork(Some(prepare_fork), Some(after_fork), Some(after_fork)) };
+    });
+}
+
 /// Starts watching MLX's allocator in the loaded `library` (the path of `libmlx.so`).
 /// Returns the number of GOT slots now routed through the forwarder.
 pub(crate) fn attach(library: &str) -> Result<usize, String> {
@@ -78,6 +100,7 @@ pub(crate) fn attach(library: &str) -> Result<usize, String> {
     if real == 0 || !functions.iter().all(|&f| in_libmlx(f)) {
         return Err("MLX's allocator does not have the layout memtape knows".into());
     }
+    register_fork_handlers();
     let mut patches = PATCHES.lock();
     if patches.len() > 0 {
         return Ok(patches.len());

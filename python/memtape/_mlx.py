@@ -13,16 +13,21 @@ warning is given once and everything else is traced as usual.
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
+import os
 import sys
 import types
 import warnings
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memtape import _native
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from importlib.abc import Loader as _LoaderBase
+    from importlib.abc import MetaPathFinder as _FinderBase
+else:  # importlib.abc costs ~13 ms to import; the import system needs only the methods
+    _LoaderBase = _FinderBase = object
 
 __all__ = ["follow", "is_attached", "sync"]
 
@@ -91,9 +96,9 @@ def _attach_if_loaded() -> None:
     if problem is not None:
         _warn_once(problem)
         return
-    library = Path(str(core.__file__)).parent / "lib" / "libmlx.so"
+    library = os.path.join(os.path.dirname(str(core.__file__)), "lib", "libmlx.so")
     try:
-        _native._mlx_attach(str(library))
+        _native._mlx_attach(library)
     except RuntimeError as exc:
         _warn_once(str(exc))
         return
@@ -129,7 +134,7 @@ def _detach() -> None:
     _wrapped.clear()
 
 
-class _ImportWatcher(importlib.abc.MetaPathFinder):
+class _ImportWatcher(_FinderBase):
     """Attaches right after ``mlx.core`` is imported (it loads ``libmlx.so``)."""
 
     def find_spec(
@@ -152,10 +157,10 @@ class _ImportWatcher(importlib.abc.MetaPathFinder):
         return None
 
 
-class _AttachAfter(importlib.abc.Loader):
+class _AttachAfter(_LoaderBase):
     """Runs the real loader, gives the module its real loader back, then attaches."""
 
-    def __init__(self, loader: importlib.abc.Loader) -> None:
+    def __init__(self, loader: _LoaderBase) -> None:
         self.loader = loader
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:

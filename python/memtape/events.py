@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, Literal
 
-from memtape import _native
+from memtape import _mlx, _native
 
 __all__ = [
     "ALLOCATOR_ACTIONS",
@@ -105,6 +105,7 @@ def _record_memory_events(
 ) -> None:
     if not enabled:
         _native.record_memory_events(False, 1, 0, False, False, 1)
+        _mlx.follow("events", False)
         return
     entries = _whole(max_entries, "max_entries", minimum=1)
     smallest = _whole(min_size, "min_size")
@@ -127,6 +128,7 @@ def _record_memory_events(
         "native" in chosen,
         bool(native_stacks),
     )
+    _mlx.follow("events", "framework" in chosen)
 
 
 def is_recording_memory_events() -> bool:
@@ -139,6 +141,7 @@ def get_memory_events() -> list[dict[str, Any]]:
     ``size``, ``requested_size``, ``device`` (-1: the Python heap, -2: native), ``stream``,
     ``thread`` (OS thread id), ``timestamp_ns`` (since the epoch), ``op`` (or None) and
     ``frames``: ``(filename, function, line)`` tuples, outermost first."""
+    _mlx.sync()
     return _native.get_memory_events()
 
 
@@ -159,6 +162,7 @@ def dump_snapshot(
     more entry after them (the first, when no framework reported events)."""
     token = _native._own_work_begin()  # memtape's own work is never recorded
     try:
+        _mlx.sync()
         chosen = format or ("json" if os.fspath(path).endswith(".json") else "pickle")
         if chosen not in ("pickle", "json"):
             raise ValueError(f"format must be 'pickle' or 'json', not {format!r}")

@@ -10,6 +10,7 @@
 
 mod address_table;
 pub mod allocator_state;
+pub mod cache_mirror;
 pub mod capture;
 mod chunked_table;
 pub mod event;
@@ -25,11 +26,14 @@ pub mod torch_snapshot;
 pub mod trace_set;
 
 pub use allocator_state::{AllocatorError, AllocatorReport, AllocatorState, Applied};
+pub use cache_mirror::{CacheMirror, CachedBuffer};
 pub use event::{Action, Event, Source, HOST_DEVICE};
 pub use event_ring::EventRing;
 pub use live_table::{LiveEntry, LiveTable, TableFull};
 pub use memory_snapshot::{MemorySnapshot, ResolvedFrame, SegmentState};
-pub use memory_source::{MemorySource, SourceSplit, NATIVE_DEVICE, NATIVE_DOMAIN, NUMPY_DOMAIN};
+pub use memory_source::{
+    MemorySource, SourceSplit, MLX_DOMAIN, NATIVE_DEVICE, NATIVE_DOMAIN, NUMPY_DOMAIN,
+};
 pub use mmap_ranges::{MappedPiece, MmapRanges, RangeChange};
 pub use stack_table::{
     native_frame_code, native_frame_ip, StackId, StackNode, StackTable, EMPTY_STACK,

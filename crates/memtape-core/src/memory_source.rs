@@ -8,6 +8,9 @@ pub const NUMPY_DOMAIN: u32 = 389_047;
 /// The domain of native blocks and mappings: "nat" in ASCII.
 pub const NATIVE_DOMAIN: u32 = 0x006E_6174;
 
+/// The domain of MLX's buffers in capture files: "mlx" in ASCII.
+pub const MLX_DOMAIN: u32 = 0x006D_6C78;
+
 /// The device of native events in the event recorder (the Python heap's is
 /// [`crate::HOST_DEVICE`]); memory_viz shows both in the host's list.
 pub const NATIVE_DEVICE: i32 = -2;

@@ -101,13 +101,73 @@ pub(crate) struct Report {
     pub(crate) stream: u64,
 }
 
-fn attribute(rec: &mut Recorder, walked: Option<capture::Walked<'_>>) -> (StackId, u32) {
-    let own = walked.map_or(EMPTY_STACK, |w| w.intern(rec));
-    rec.attributed_stack(op_context::current(), own)
+fn attribute(
+    rec: &mut Recorder,
+    ctx: Option<OpContext>,
+    walked: Option<(capture::Walked<'_>, bool)>,
+) -> (StackId, u32) {
+    let own = match walked {
+        Some((w, true)) => w.intern(rec),
+        Some((w, false)) => {
+            // A thread's own frames walked while it runs C code without the GIL.
+            rec.without_gil = true;
+            let id = w.intern(rec);
+            rec.without_gil = false;
+            id
+        }
+        None => EMPTY_STACK,
+    };
+    rec.attributed_stack(ctx, own)
+}
+
+/// An op context for the op named `op` (interned when it is a name, else an id from an
+/// earlier call) with the stack the caller walked (with the GIL held), under one lock:
+/// what a lazy framework keeps with an array it creates.
+pub(crate) fn op_context_now(op: OpName<'_>, walked: Option<capture::Walked<'_>>) -> OpContext {
+    with_recorder(|rec| {
+        let traceback = match walked {
+            Some(w) => op_context::handle(rec.generation, w.intern(rec)),
+            None => NO_TRACEBACK,
+        };
+        let op = match op {
+            OpName::Name(name) => rec.ops.intern(name),
+            OpName::Id(id) => id,
+        };
+        OpContext { op, traceback }
+    })
+}
+
+/// An op's name, or its id once interned (ids last as long as the process).
+pub(crate) enum OpName<'a> {
+    Name(&'a str),
+    Id(u32),
 }
 
 /// Checks a report against the allocator's state, applies it and records the event.
 pub(crate) fn record_allocator_event_checked(r: &Report) -> Result<(), FrameworkError> {
+    // With no op context, attribute to where we are: walk now (before the lock) when
+    // this thread holds the GIL; otherwise the thread's last captured stack.
+    let walked =
+        (op_context::current().is_none() && crate::recorder::events_recording()).then(|| {
+            let walked = capture::walk(
+                crate::hook_mode::thread(),
+                thread_state::attached_if_holding_gil(),
+            );
+            (walked, true)
+        });
+    record_allocator_event_walked(r, op_context::current(), walked, None)
+}
+
+/// Records a report whose stack (when there is no op context) was walked by the caller:
+/// `(walked, true)` with the GIL held, `(walked, false)` from the thread's own frames
+/// without it. With `capture_domain`, active buffers also go to the capture file (for
+/// `memtape run`) as blocks of that domain.
+pub(crate) fn record_allocator_event_walked(
+    r: &Report,
+    ctx: Option<OpContext>,
+    walked: Option<(capture::Walked<'_>, bool)>,
+    capture_domain: Option<u32>,
+) -> Result<(), FrameworkError> {
     if r.action.is_python_heap() {
         return Err(FrameworkError::InvalidArgument(format!(
             "{} is recorded by memtape's own hooks; frameworks report {}",
@@ -115,17 +175,6 @@ pub(crate) fn record_allocator_event_checked(r: &Report) -> Result<(), Framework
             FRAMEWORK_ACTIONS
         )));
     }
-    let ctx = op_context::current();
-    // With no op context, attribute to where we are: walk now (before the lock) when
-    // this thread holds the GIL; otherwise the thread's last captured stack.
-    let walked = if ctx.is_none() && crate::recorder::events_recording() {
-        Some(capture::walk(
-            crate::hook_mode::thread(),
-            thread_state::attached_if_holding_gil(),
-        ))
-    } else {
-        None
-    };
     let time_ns = thread_id::now_ns();
     let thread = thread_id::current();
     with_recorder(|rec| {
@@ -134,7 +183,7 @@ pub(crate) fn record_allocator_event_checked(r: &Report) -> Result<(), Framework
                 return Err(FrameworkError::StaleTraceback(ctx.traceback));
             }
         }
-        let (stack, op) = attribute(rec, walked);
+        let (stack, op) = attribute(rec, ctx, walked);
         let applied = rec
             .allocators
             .apply(&AllocatorReport {
@@ -148,6 +197,17 @@ pub(crate) fn record_allocator_event_checked(r: &Report) -> Result<(), Framework
                 op,
             })
             .map_err(|e| FrameworkError::Rejected(e.to_string()))?;
+        if let (Some(domain), Some(sink)) = (capture_domain, rec.capture.as_mut()) {
+            match r.action {
+                Action::AllocNew | Action::AllocReuse | Action::AllocMakeBuffer => {
+                    sink.alloc(domain, r.addr, applied.size, stack)
+                }
+                Action::FreeActiveToCache | Action::FreeActiveToOs | Action::Release => {
+                    sink.free(domain, r.addr, applied.size)
+                }
+                _ => {}
+            }
+        }
         rec.push_framework_event(Event {
             action: r.action,
             addr: r.addr,

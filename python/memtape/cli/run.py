@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from types import TracebackType
 
-from memtape import __version__, _child_capture, _native
+from memtape import __version__, _child_capture, _mlx, _native
 from memtape._child_capture import FollowPlan
 from memtape._program import Program, prepare, program_launcher_files, run, split_program
 from memtape.cli.capture_file import refuse_overwrite
@@ -247,6 +247,7 @@ def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
     except OSError as exc:
         print(f"memtape run: {exc}", file=sys.stderr)
         return 2
+    _mlx.follow("capture", True)
     pid = os.getpid()
     end = CaptureEnd(shown, path, opts.quiet)
     hooks = ExitHooks(end)

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable
 from types import FrameType
 
-from memtape import _native
+from memtape import _mlx, _native
 
 # Signals whose default action ends the process and that a program (or its supervisor)
 # commonly sends to stop it.
@@ -70,6 +70,7 @@ class CaptureEnd:
         self._finisher = threading.get_ident()
         try:
             try:
+                _mlx.follow("capture", False)
                 events, size = _native._stop_capture(exit_kind, code)
             except OSError as exc:  # disk full, file removed: the program's outcome stands
                 print(f"memtape run: {exc}", file=sys.stderr)

@@ -9,7 +9,8 @@
 //! - [`alloc_hooks`] are the hooks; [`dlopen_hook`] patches objects loaded later;
 //! - [`native_record`] records blocks and mapped ranges;
 //! - [`native_stacks`] unwinds the native stack on request (`memtape run --native`), with
-//!   the objects [`loaded_modules`] lists.
+//!   the objects [`loaded_modules`] lists;
+//! - [`mlx_hook`] puts a forwarding allocator in front of MLX's (same patcher).
 //!
 //! memtape's own `.so`, the dynamic linker and the vdso are never patched: Rust's
 //! allocator reaches libc through our own GOT, so the recorder's tables are not seen.
@@ -19,6 +20,9 @@ mod dlopen_hook;
 mod elf_slots;
 mod got_patcher;
 pub(crate) mod loaded_modules;
+mod mlx_allocator;
+mod mlx_graph;
+pub(crate) mod mlx_hook;
 mod native_record;
 pub(crate) mod native_stacks;
 

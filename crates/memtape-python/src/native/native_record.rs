@@ -22,7 +22,7 @@ use crate::{thread_id, thread_state};
 
 /// The calling thread's Python stack, walked before the recorder is locked; true when
 /// the thread holds the GIL.
-fn walk(t: &HookThread) -> (Walked<'_>, bool) {
+pub(crate) fn walk(t: &HookThread) -> (Walked<'_>, bool) {
     let held = thread_state::attached_if_holding_gil();
     if !held.is_null() {
         return (capture::walk(Some(t), held), true);

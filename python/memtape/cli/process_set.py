@@ -249,14 +249,6 @@ def add_pid_option(parser: Any) -> None:
     )
 
 
-def size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
 def exit_text(p: Process) -> str:
     run = p.summary.get("run") or {}
     if run.get("cut_short"):

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from memtape import _native
+from memtape.byte_size import format_size
 from memtape.cli import process_set as ps
 
 _DATA = re.compile(r'(<script type="application/json" class="fg-data">)(.*?)(</script>)', re.S)
@@ -88,7 +89,7 @@ def combined_page(pset: ps.ProcessSet, at: str, title: str, subtitle: str) -> st
     page = re.sub(r'data-total-bytes="\d+"', f'data-total-bytes="{total}"', page, count=1)
     return re.sub(
         r'(<span id="total-bytes" data-bytes=")\d+(">)[^<]*',
-        lambda m: f"{m.group(1)}{total}{m.group(2)}{html.escape(ps.size(total))}",
+        lambda m: f"{m.group(1)}{total}{m.group(2)}{html.escape(format_size(total))}",
         page,
         count=1,
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from html import escape
 
+from memtape.byte_size import format_size
 from memtape.cli import process_set as ps
 from memtape.cli import process_set_sites as pss
 from memtape.cli.process_set_flame import combined_page
@@ -138,7 +139,7 @@ def _chart(pset: ps.ProcessSet, combined: ps.Combined) -> str:
         f'data-bytes="{combined.peak_bytes}"><title>combined peak</title></circle>'
     )
     parts.append(
-        f'<text x="40" y="12">{escape(ps.size(y_max))} (combined peak); '
+        f'<text x="40" y="12">{escape(format_size(y_max))} (combined peak); '
         f"{t_max / 1e9:.3f} s</text></svg>"
     )
     return "".join(parts)
@@ -157,9 +158,9 @@ def _process_rows(pset: ps.ProcessSet, combined: ps.Combined) -> str:
             f'data-at-combined-peak="{at_peak}" data-allocated="{allocated}">'
             f'<td><a href="#pid={p.pid}" class="pick-process" data-pid="{p.pid}">{p.pid}</a></td>'
             f"<td>{escape(parent)}</td><td>{escape(p.start_method)}</td>"
-            f'<td class="num">{escape(ps.size(peak))}</td>'
-            f'<td class="num">{escape(ps.size(at_peak))}</td>'
-            f'<td class="num">{escape(ps.size(allocated))}</td>'
+            f'<td class="num">{escape(format_size(peak))}</td>'
+            f'<td class="num">{escape(format_size(at_peak))}</td>'
+            f'<td class="num">{escape(format_size(allocated))}</td>'
             f"<td>{escape(ps.exit_text(p))}</td><td>{escape(argv)}</td></tr>"
         )
     head = (
@@ -176,7 +177,7 @@ def _site_rows(sites: list[pss.SetSite], limit: int) -> str:
         pids = ", ".join(str(pid) for pid, b in sorted(s.by_pid.items()) if b)
         rows.append(
             f'<tr class="site" data-rank="{i}" data-bytes="{s.bytes}" data-count="{s.count}">'
-            f'<td class="num">{i}</td><td class="num">{escape(ps.size(s.bytes))}</td>'
+            f'<td class="num">{i}</td><td class="num">{escape(format_size(s.bytes))}</td>'
             f'<td class="num">{s.count:,}</td><td class="loc">'
             f"{escape(pss.site_location(s.frames))}</td><td>{escape(pids)}</td></tr>"
         )
@@ -207,11 +208,11 @@ def set_report(pset: ps.ProcessSet, top: int, source: str) -> str:
         '<section id="combined-view">\n'
         f'<p id="combined-peak" data-bytes="{combined.peak_bytes}" '
         f'data-time-ns="{combined.peak_time_ns}" data-resolution-ns="{combined.resolution_ns}">'
-        f"<b>Combined peak: {escape(ps.size(combined.peak_bytes))}</b> at "
+        f"<b>Combined peak: {escape(format_size(combined.peak_bytes))}</b> at "
         f"{combined.peak_time_ns / 1e9:.3f} s: the highest sum of the processes' live memory "
         f"at one moment ({combined.resolution_ns / 1e6:.1f} ms ticks).</p>\n"
         f'<p id="sum-of-peaks" data-bytes="{sum_of_peaks}" class="note">The sum of each '
-        f"process' own peak is {escape(ps.size(sum_of_peaks))}; those peaks need not "
+        f"process' own peak is {escape(format_size(sum_of_peaks))}; those peaks need not "
         "coincide.</p>\n"
         f"<h2>Processes</h2>\n{_process_rows(pset, combined)}\n"
         f"<h2>Memory over time</h2>\n{_chart(pset, combined)}\n"

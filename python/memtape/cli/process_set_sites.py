@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtape import _native
-from memtape.cli.process_set import Combined, ProcessSet, moment_in, size
+from memtape.byte_size import format_size
+from memtape.cli.process_set import Combined, ProcessSet, moment_in
 
 Frames = tuple[tuple[str, str, int], ...]
 
@@ -64,7 +65,7 @@ def sites_text(sites: Sequence[SetSite], limit: int) -> str:
         rows.append(
             (
                 str(i),
-                size(s.bytes),
+                format_size(s.bytes),
                 f"{100 * s.bytes / total:.1f}%",
                 f"{s.count:,}",
                 pids,
@@ -80,7 +81,7 @@ def sites_text(sites: Sequence[SetSite], limit: int) -> str:
     ]
     rest = sites[limit:]
     if rest:
-        lines.append(f"... and {len(rest)} more sites ({size(sum(s.bytes for s in rest))})")
+        lines.append(f"... and {len(rest)} more sites ({format_size(sum(s.bytes for s in rest))})")
     return "\n".join(lines)
 
 

@@ -8,6 +8,7 @@ import argparse
 import json
 from typing import Any
 
+from memtape.byte_size import format_size
 from memtape.cli import process_set as ps
 from memtape.cli import process_set_sites as pss
 
@@ -77,14 +78,14 @@ def _combined(pset: ps.ProcessSet, limit: int, as_json: bool) -> int:
     root = pset.root
     print(f"{len(pset.processes)} processes recorded by memtape run --follow-children")
     print(
-        f"Combined peak:  {ps.size(combined.peak_bytes)} at "
+        f"Combined peak:  {format_size(combined.peak_bytes)} at "
         f"{combined.peak_time_ns / 1e9:.3f} s (the highest sum of the processes' live "
         f"memory at one moment, {combined.resolution_ns / 1e6:.1f} ms ticks)"
     )
-    print(f"Sum of peaks:   {ps.size(sum_of_peaks)} (each process at its own peak)")
+    print(f"Sum of peaks:   {format_size(sum_of_peaks)} (each process at its own peak)")
     print(
-        f"Allocated:      {ps.size(totals['bytes_allocated'])} in "
-        f"{totals['allocs']:,} allocations; freed {ps.size(totals['bytes_freed'])}"
+        f"Allocated:      {format_size(totals['bytes_allocated'])} in "
+        f"{totals['allocs']:,} allocations; freed {format_size(totals['bytes_freed'])}"
     )
     print()
     rows = [("PID", "PARENT", "STARTED AS", "PEAK", "AT COMBINED PEAK", "ALLOCATED", "EXIT")]
@@ -94,9 +95,9 @@ def _combined(pset: ps.ProcessSet, limit: int, as_json: bool) -> int:
                 str(p.pid),
                 "-" if p.parent_pid is None else str(p.parent_pid),
                 p.start_method,
-                ps.size(int(p.summary["peak"]["bytes"])),
-                ps.size(combined.peak_by_pid.get(p.pid, 0)),
-                ps.size(int(p.summary["totals"]["bytes_allocated"])),
+                format_size(int(p.summary["peak"]["bytes"])),
+                format_size(combined.peak_by_pid.get(p.pid, 0)),
+                format_size(int(p.summary["totals"]["bytes_allocated"])),
                 ps.exit_text(p),
             )
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from memtape import _native
+from memtape.byte_size import format_size
 
 
 def print_run_summary(path: str, events: int, size: int, top: int = 5) -> None:
@@ -20,7 +21,8 @@ def print_run_summary(path: str, events: int, size: int, top: int = 5) -> None:
     split = capture.by_source_text("peak")
     by_source = "" if split is None else f" ({split})"
     print(
-        f"memtape: peak {_size(peak_bytes)}{by_source} at {peak_s:.3f} s; top sites at the peak:",
+        f"memtape: peak {format_size(peak_bytes)}{by_source} at {peak_s:.3f} s; "
+        "top sites at the peak:",
         file=err,
     )
     print(capture.top_text("lineno", "peak", top), file=err)
@@ -29,14 +31,6 @@ def print_run_summary(path: str, events: int, size: int, top: int = 5) -> None:
     for command in ("stats", "top", "flamegraph {} -o flamegraph.html", "report {} -o report.html"):
         line = command.format(path) if "{}" in command else f"{command} {path}"
         print(f"  memtape {line}", file=err)
-
-
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    raise AssertionError("unreachable")
 
 
 def _print_children(path: str, metadata_json: str) -> None:

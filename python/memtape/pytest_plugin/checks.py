@@ -13,8 +13,9 @@ import _pytest
 import pluggy
 import pytest
 
+from memtape.byte_size import format_size
 from memtape.pytest_plugin.measure import PhaseMemory, Site
-from memtape.pytest_plugin.sizes import format_size, parse_size
+from memtape.pytest_plugin.sizes import parse_size
 
 # Frames of these packages run the test (pytest, pluggy, unittest): a site's stack is
 # shown from its innermost frame down to the first of them.

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from memtape.pytest_plugin.sizes import format_size, parse_size
+from memtape.byte_size import format_size
+from memtape.pytest_plugin.sizes import parse_size
 
 DEFAULT_TOLERANCE = "10%+1 MiB"
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from memtape.byte_size import format_size
 from memtape.pytest_plugin.measure import PhaseMemory
-from memtape.pytest_plugin.sizes import format_size
 
 
 def payload(body: PhaseMemory, setup: PhaseMemory | None) -> dict[str, Any]:

@@ -32,12 +32,3 @@ def parse_size(value: str | int | float) -> int:
     if match is None or unit not in _UNITS:
         raise ValueError(f"not a size: {value!r} (write e.g. '24 MB', '512 KiB' or 1024)")
     return int(float(match.group(1)) * _UNITS[unit])
-
-
-def format_size(n: float) -> str:
-    """``n`` bytes, e.g. ``"1.5 MiB"``."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")

@@ -70,6 +70,20 @@ impl ThreadCapture {
                 (same, n - same)
             }
         };
+        // The inner frames often repeat the last capture's too (an allocation at the same
+        // line as the one before): those need no interning.
+        let repeated = self.frames[same.min(self.frames.len())..]
+            .iter()
+            .zip(self.walked[..new].iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let (same, new) = (same + repeated, new - repeated);
+        if new == 0 && same == self.frames.len() && same == self.ids.len() {
+            if let Some(&id) = self.ids.last() {
+                self.commit_chain(true);
+                return id;
+            }
+        }
         self.frames.truncate(same);
         self.ids.truncate(same);
         let mut id = self.ids.last().copied().unwrap_or(EMPTY_STACK);

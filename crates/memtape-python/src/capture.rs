@@ -7,7 +7,7 @@
 use memtape_core::{native_frame_code, StackId, EMPTY_STACK};
 use pyo3::ffi;
 
-use crate::frames::{self, RawFrame};
+use crate::frames::{self, ChainFrame, RawFrame};
 use crate::hook_mode::HookThread;
 use crate::native::native_stacks::{self, MAX_NATIVE_FRAMES};
 use crate::recorder::Recorder;
@@ -21,8 +21,13 @@ pub(crate) struct ThreadCapture {
     ids: Vec<StackId>,
     /// The recorder generation the ids belong to.
     generation: u64,
-    /// How many outermost frames of the walk equal `frames` (None: depth changed).
-    unchanged: Option<usize>,
+    /// What the last walk found (see [`frames::Walk`]).
+    outcome: frames::Walk,
+    /// The physical frame chain behind `frames` (outermost first), for the next walk to
+    /// verify instead of following it pointer by pointer.
+    chain: Vec<ChainFrame>,
+    /// Scratch: the physical frames the walk just went through, innermost first.
+    fresh: Vec<ChainFrame>,
     /// Scratch: the native frames just unwound (innermost first), when native stacks are
     /// on: they continue the Python stack.
     native: [u64; MAX_NATIVE_FRAMES],
@@ -43,7 +48,12 @@ impl ThreadCapture {
         frames: Vec::new(),
         ids: Vec::new(),
         generation: u64::MAX,
-        unchanged: None,
+        outcome: frames::Walk {
+            same: None,
+            reused: None,
+        },
+        chain: Vec::new(),
+        fresh: Vec::new(),
         native: [0; MAX_NATIVE_FRAMES],
         native_len: 0,
         prev_native: [0; MAX_NATIVE_FRAMES],
@@ -91,33 +101,94 @@ impl ThreadCapture {
 
     fn intern_walked(&mut self, rec: &mut Recorder) -> StackId {
         if self.generation != rec.generation {
-            self.frames.clear();
+            // The frames stay valid (they are what is on the stack); their ids do not.
             self.ids.clear();
-            self.unchanged = None;
             self.generation = rec.generation;
         }
         let n = self.walked.len();
-        let same = match self.unchanged {
-            Some(same) if self.ids.len() == self.frames.len() => same,
-            _ => self
-                .frames
-                .iter()
-                .zip(self.walked.iter().rev())
-                .take_while(|(a, b)| a == b)
-                .count(),
+        let (same, new) = match self.outcome {
+            frames::Walk {
+                same: Some(same),
+                reused: Some(_),
+            } => (same, n),
+            frames::Walk {
+                same: Some(same),
+                reused: None,
+            } => (same, n - same),
+            frames::Walk { same: None, .. } => {
+                let same = self
+                    .frames
+                    .iter()
+                    .zip(self.walked.iter().rev())
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                (same, n - same)
+            }
         };
+        // The inner frames often repeat the last capture's too (an allocation at the same
+        // line as the one before): those need no interning.
+        let repeated = self.frames[same.min(self.frames.len())..]
+            .iter()
+            .zip(self.walked[..new].iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let (same, new) = (same + repeated, new - repeated);
+        if new == 0 && same == self.frames.len() && same == self.ids.len() {
+            if let Some(&id) = self.ids.last() {
+                self.commit_chain(true);
+                return id;
+            }
+        }
         self.frames.truncate(same);
         self.ids.truncate(same);
         let mut id = self.ids.last().copied().unwrap_or(EMPTY_STACK);
-        for f in self.walked[..n - same].iter().rev() {
+        // Outer frames kept from an earlier generation are interned again first.
+        let mut complete = true;
+        while self.ids.len() < self.frames.len() {
+            let f = self.frames[self.ids.len()];
             match rec.intern_frame(id, f.code, f.lasti) {
                 Some(next) => id = next,
-                None => break,
+                None => {
+                    complete = false;
+                    self.frames.truncate(self.ids.len());
+                    break;
+                }
             }
-            self.frames.push(*f);
             self.ids.push(id);
         }
+        if complete {
+            for f in self.walked[..new].iter().rev() {
+                match rec.intern_frame(id, f.code, f.lasti) {
+                    Some(next) => id = next,
+                    None => {
+                        complete = false;
+                        break;
+                    }
+                }
+                self.frames.push(*f);
+                self.ids.push(id);
+            }
+        }
+        self.commit_chain(complete);
         id
+    }
+
+    /// Makes the physical chain describe `frames` after a walk was interned (or forgets
+    /// it when not every frame could be interned).
+    fn commit_chain(&mut self, complete: bool) {
+        match self.outcome.reused {
+            Some(p) if complete => self.chain.truncate(p + 1),
+            _ => self.chain.clear(),
+        }
+        if !complete {
+            return;
+        }
+        let mut count = self.chain.last().map_or(0, |c| c.included);
+        for f in self.fresh.iter().rev() {
+            count += f.included;
+            self.chain.push(f.counted(count));
+        }
+        debug_assert!(count as usize <= self.frames.len());
     }
 
     fn last_id(&self, rec: &Recorder) -> StackId {
@@ -153,9 +224,19 @@ pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState)
             Ok(mut cap) => {
                 let cap = &mut *cap;
                 cap.walked.clear();
+                cap.fresh.clear();
                 // SAFETY: the caller passes this thread's own thread state, with the GIL or
-                // from C code that released it (its frames are frozen until it returns).
-                cap.unchanged = unsafe { frames::walk(tstate, &mut cap.walked, &cap.frames) };
+                // from C code that released it (its frames are frozen until it returns);
+                // the chain comes from this thread's earlier walks.
+                cap.outcome = unsafe {
+                    frames::walk(
+                        tstate,
+                        &mut cap.walked,
+                        &cap.frames,
+                        &cap.chain,
+                        &mut cap.fresh,
+                    )
+                };
                 true
             }
             Err(_) => false,

@@ -87,30 +87,128 @@ fn prefetch_callers(frame: *const u8) {
     let _ = frame;
 }
 
+/// One physical frame of the chain outside the innermost checked frame, as last walked:
+/// its address and the fields the walk read. `included` counts, outermost first, the
+/// frames of the walk up to and including this one that went into the stack (while a
+/// walk is in progress: 1 if this frame did, else 0).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ChainFrame {
+    pub(crate) addr: usize,
+    code: usize,
+    instr: usize,
+    pub(crate) included: u32,
+}
+
+impl ChainFrame {
+    /// This frame with its running count of included frames.
+    pub(crate) fn counted(self, included: u32) -> Self {
+        Self { included, ..self }
+    }
+}
+
+/// What [`walk`] found.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Walk {
+    /// How many outermost frames are unchanged from `previous`, when known.
+    pub(crate) same: Option<usize>,
+    /// `Some(p)`: the frames from `chain[p]` outward were verified unchanged, so `out`
+    /// holds only the frames inside them and `same` is `chain[p].included`.
+    pub(crate) reused: Option<usize>,
+}
+
+/// How many physical frames past the innermost one may be walked while still looking for
+/// the point where the chain of the last walk begins.
+const MATCH_WINDOW: usize = 8;
+
+/// The index in `chain` (outermost first) of the frame at `addr`, if it is there: the
+/// innermost entry first (a call made from the last walk's innermost frame), else a binary
+/// search, since frames on the data stack lie at increasing addresses inward (a wrong
+/// guess only costs the verification that follows).
+#[inline]
+fn find_in_chain(chain: &[ChainFrame], addr: usize) -> Option<usize> {
+    let last = chain.len().checked_sub(1)?;
+    if chain[last].addr == addr {
+        return Some(last);
+    }
+    let i = chain.partition_point(|c| c.addr < addr);
+    (i < chain.len() && chain[i].addr == addr).then_some(i)
+}
+
+/// Whether the frames from `chain[p]` (which is the live frame at that address) outward
+/// still hold what the last walk read: the same code object, instruction pointer and
+/// caller, down to the end of the chain. Then the walk would read the same frames again.
+/// Each address comes from `chain`, not from the load before it, so the loads overlap
+/// instead of following one another.
+///
+/// # Safety
+/// `chain[p].addr` must be a live frame on the calling thread's current chain (with the
+/// GIL held, or frozen while the thread runs C code).
+#[inline]
+unsafe fn chain_unchanged(chain: &[ChainFrame], p: usize) -> bool {
+    let l = &LAYOUT;
+    let mut i = p;
+    loop {
+        let c = &chain[i];
+        let f = c.addr as *const u8;
+        let expected_previous = if i == 0 { 0 } else { chain[i - 1].addr };
+        // SAFETY: `chain[p]` is live (caller); every other `chain[i]` is read only after
+        // the live frame `chain[i + 1]` was seen to have it as its caller.
+        let (code, instr, previous): (usize, usize, usize) = unsafe {
+            (
+                read(f, l.frame_code),
+                read(f, l.frame_instr),
+                read(f, l.frame_previous),
+            )
+        };
+        if (code ^ c.code) | (instr ^ c.instr) | (previous ^ expected_previous) != 0 {
+            return false;
+        }
+        if i == 0 {
+            return true;
+        }
+        i -= 1;
+    }
+}
+
 /// Appends the complete frames of `tstate`'s Python stack to `out`, innermost first.
 ///
-/// Returns how many outermost frames are unchanged from `previous` (a stack stored
-/// outermost first), when the depth is the same; `None` when the depth changed (the caller
-/// then compares itself). Comparing while walking costs loads that overlap the walk's own
-/// pointer chase.
+/// `chain` is the physical chain of the last walk (outermost first, see [`ChainFrame`]);
+/// when the walk reaches one of its frames and everything from there outward is unchanged,
+/// it stops there ([`Walk::reused`]). The physical frames walked past the innermost one
+/// are appended to `fresh`, innermost first.
+///
+/// Otherwise [`Walk::same`] tells how many outermost frames are unchanged from `previous`
+/// (a stack stored outermost first), when the depth is the same; `None` when the depth
+/// changed (the caller then compares itself). Comparing while walking costs loads that
+/// overlap the walk's own pointer chase.
 ///
 /// # Safety
 /// `tstate` must be the thread state of the calling thread and the calling thread must
 /// hold the GIL (so the frame chain is neither running nor being torn down), or `tstate`
-/// must be null (nothing is appended).
+/// must be null (nothing is appended). `chain` must come from walks of this thread.
 #[inline]
 pub(crate) unsafe fn walk(
     tstate: *mut ffi::PyThreadState,
     out: &mut Vec<RawFrame>,
     previous: &[RawFrame],
-) -> Option<usize> {
+    chain: &[ChainFrame],
+    fresh: &mut Vec<ChainFrame>,
+) -> Walk {
+    let none = Walk {
+        same: None,
+        reused: None,
+    };
     if tstate.is_null() {
-        return None;
+        return none;
     }
     // Frame j from the innermost is previous[m - 1 - j] when the depth is unchanged.
     let mut expect = previous.iter().rev();
     // Frames walked up to and including the outermost mismatch so far.
     let mut changed = 0usize;
+    // Physical frames walked past the innermost one; the chain is searched in the first
+    // few only, and verified at most once.
+    let mut past = 0usize;
+    let mut tried = false;
     let l = &LAYOUT;
     let ts = tstate.cast::<u8>().cast_const();
     // SAFETY: the caller guarantees a live thread state owned by this thread; the offsets
@@ -122,7 +220,7 @@ pub(crate) unsafe fn walk(
             None => ts,
         };
         if holder.is_null() {
-            return None;
+            return none;
         }
         let mut frame: *const u8 = read(holder, l.current_frame);
         #[allow(unused_unsafe)]
@@ -132,16 +230,38 @@ pub(crate) unsafe fn walk(
         // code object itself, a likely cache miss, is read for that frame only.
         let mut innermost = true;
         while !frame.is_null() {
+            if !innermost && !tried && past < MATCH_WINDOW {
+                if let Some(p) = find_in_chain(chain, frame as usize) {
+                    tried = true;
+                    // `frame` is live: it was reached from the thread's current frame.
+                    if chain_unchanged(chain, p) {
+                        return Walk {
+                            same: Some(chain[p].included as usize),
+                            reused: Some(p),
+                        };
+                    }
+                }
+            }
             prefetch_callers(frame);
             let code: *const u8 = read(frame, l.frame_code);
             let owner: u8 = read(frame, l.frame_owner);
             let next: *const u8 = read(frame, l.frame_previous);
+            let instr: *const u8 = read(frame, l.frame_instr);
+            let outer = !innermost;
+            if outer {
+                past += 1;
+                fresh.push(ChainFrame {
+                    addr: frame as usize,
+                    code: code as usize,
+                    instr: instr as usize,
+                    included: 0,
+                });
+            }
             if code.is_null() || l.owner_cstack == Some(owner) {
                 frame = next;
                 continue;
             }
             let start = code.add(l.code_adaptive);
-            let instr: *const u8 = read(frame, l.frame_instr);
             if innermost {
                 innermost = false;
                 if l.check_code_type && (*code.cast::<ffi::PyObject>()).ob_type != code_type {
@@ -156,6 +276,11 @@ pub(crate) unsafe fn walk(
                     continue;
                 }
             }
+            if outer {
+                if let Some(last) = fresh.last_mut() {
+                    last.included = 1;
+                }
+            }
             let lasti = ((instr as isize - start as isize) / 2) as i32;
             let raw = RawFrame {
                 code: code as usize,
@@ -168,5 +293,8 @@ pub(crate) unsafe fn walk(
             frame = next;
         }
     }
-    (expect.next().is_none() && out.len() == previous.len()).then(|| out.len() - changed)
+    Walk {
+        same: (expect.next().is_none() && out.len() == previous.len()).then(|| out.len() - changed),
+        reused: None,
+    }
 }

@@ -1,0 +1,151 @@
+"""Tracebacks stay exact while the walk reuses the frame chain of the thread's last capture.
+
+Each capture checks the last capture's chain frame by frame (address, code, instruction,
+caller) instead of following it pointer by pointer. These cases change the stack in the
+ways that could fool a cache keyed on frame addresses: recursion returning to other
+depths, a generator resumed from other callers, one function called from two call sites
+whose frames land at the same address, and threads. Every block gets a unique size and is
+compared with the stack Python itself reports at the allocating line.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+import memtape.tracemalloc as tm
+
+Stack = list[tuple[str, int]]
+
+
+def python_stack(frame: FrameType | None) -> Stack:
+    """The frames Python reports, oldest first, as tracemalloc orders them."""
+    out: Stack = []
+    while frame is not None:
+        out.append((frame.f_code.co_filename, frame.f_lineno))
+        frame = frame.f_back
+    return out[::-1]
+
+
+class Recorder:
+    """Makes blocks of unique sizes and remembers the stack of each."""
+
+    def __init__(self) -> None:
+        self.next_size = 100_003
+        self.blocks: list[bytes] = []
+        self.expected: dict[int, Stack] = {}
+        self.lock = threading.Lock()
+
+    def size(self) -> int:
+        with self.lock:
+            self.next_size += 8
+            return self.next_size
+
+    def make(self) -> None:
+        size = self.size()
+        block, stack = bytes(size), python_stack(sys._getframe())
+        self.keep(size, block, stack)
+
+    def keep(self, size: int, block: bytes, stack: Stack) -> None:
+        with self.lock:
+            self.blocks.append(block)
+            # The traced size is the whole object, header included.
+            self.expected[sys.getsizeof(block)] = stack
+
+
+def recurse(rec: Recorder, depth: int) -> None:
+    if depth:
+        recurse(rec, depth - 1)
+        rec.make()
+    else:
+        rec.make()
+        rec.make()
+
+
+def generator(rec: Recorder) -> Iterator[None]:
+    while True:
+        size = rec.size()
+        block, stack = bytes(size), python_stack(sys._getframe())
+        rec.keep(size, block, stack)
+        yield
+
+
+def resume_from_a(gen: Iterator[None]) -> None:
+    next(gen)
+
+
+def resume_from_b(gen: Iterator[None]) -> None:
+    next(gen)
+
+
+def site_one(rec: Recorder) -> None:
+    rec.make()
+
+
+def site_two(rec: Recorder) -> None:
+    rec.make()
+
+
+def workload(rec: Recorder) -> None:
+    for depth in (30, 5, 31, 30, 0, 12, 12, 40, 1):
+        recurse(rec, depth)
+    gen = generator(rec)
+    for _ in range(3):
+        resume_from_a(gen)
+        resume_from_b(gen)
+    for _ in range(3):
+        site_one(rec)
+        site_two(rec)
+        rec.make()
+
+
+def check(rec: Recorder) -> None:
+    snapshot = tm.take_snapshot()
+    seen = {t.size: t for t in snapshot.traces if t.size in rec.expected}
+    assert len(seen) == len(rec.expected)
+    for size, stack in rec.expected.items():
+        got = [(f.filename, f.lineno) for f in seen[size].traceback]
+        assert got == stack, f"block of {size} bytes"
+
+
+def test_tracebacks_exact_as_the_stack_changes() -> None:
+    rec = Recorder()
+    tm.start(1000)
+    try:
+        workload(rec)
+        check(rec)
+    finally:
+        tm.stop()
+
+
+def test_tracebacks_exact_across_clear_traces() -> None:
+    """Clearing forgets every interned stack: the kept chain must be interned again."""
+    rec = Recorder()
+    tm.start(1000)
+    try:
+        recurse(rec, 20)
+        tm.clear_traces()
+        rec.blocks.clear()
+        rec.expected.clear()
+        recurse(rec, 20)
+        workload(rec)
+        check(rec)
+    finally:
+        tm.stop()
+
+
+def test_tracebacks_exact_in_threads() -> None:
+    rec = Recorder()
+    tm.start(1000)
+    try:
+        threads = [threading.Thread(target=workload, args=(rec,)) for _ in range(3)]
+        for t in threads:
+            t.start()
+        workload(rec)
+        for t in threads:
+            t.join()
+        check(rec)
+    finally:
+        tm.stop()

@@ -18,9 +18,10 @@ mod imp {
     use pyo3::ffi;
     use pyo3::prelude::*;
 
-    use crate::hook_mode::{self, HookMode};
-    use crate::recorder::{RECORDER, TRACING};
-    use crate::{capture, object_block, thread_state};
+    use crate::cpython::{object_block, thread_state};
+    use crate::record::capture;
+    use crate::record::recorder::{RECORDER, TRACING};
+    use crate::thread::hook_mode::{self, HookMode};
 
     type RefTracer = extern "C" fn(*mut ffi::PyObject, c_int, *mut c_void) -> c_int;
     const PYREFTRACER_CREATE: c_int = 0;

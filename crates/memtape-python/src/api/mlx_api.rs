@@ -3,8 +3,8 @@
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
+use crate::api::own_work::own_work;
 use crate::native::mlx_hook;
-use crate::own_work::own_work;
 
 /// Starts reporting MLX's buffers (the loaded `libmlx.so` at `library`); returns the
 /// number of call sites routed through memtape.

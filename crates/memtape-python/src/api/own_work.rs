@@ -17,8 +17,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use pyo3::IntoPyObjectExt;
 
-use crate::hook_mode::{self, HookMode};
-use crate::recorder::{CAPTURING, HEAP_EVENTS};
+use crate::record::recorder::{CAPTURING, HEAP_EVENTS};
+use crate::thread::hook_mode::{self, HookMode};
 
 /// Runs `f` and turns its result (or its error) into a Python object with the calling
 /// thread's allocations unrecorded: pyo3 would otherwise build the returned object, or

@@ -16,8 +16,8 @@
 use std::cell::Cell;
 use std::sync::Once;
 
-use crate::hook_mode::{self, HookMode};
-use crate::recorder::RECORDER;
+use crate::record::recorder::RECORDER;
+use crate::thread::hook_mode::{self, HookMode};
 
 thread_local! {
     static MODE_BEFORE_FORK: Cell<HookMode> = const { Cell::new(HookMode::Idle) };
@@ -25,25 +25,25 @@ thread_local! {
 
 extern "C" fn prepare() {
     MODE_BEFORE_FORK.with(|m| m.set(hook_mode::set(HookMode::Forking)));
-    crate::capture_sink::before_fork();
+    crate::sinks::flusher_wake::before_fork();
     RECORDER.acquire_for_fork();
 }
 
 extern "C" fn after_in_parent() {
     RECORDER.release_after_fork();
-    crate::capture_sink::after_fork();
+    crate::sinks::flusher_wake::after_fork();
     hook_mode::set(MODE_BEFORE_FORK.with(Cell::get));
 }
 
 extern "C" fn after_in_child() {
     RECORDER.release_after_fork();
-    crate::capture_sink::after_fork();
+    crate::sinks::flusher_wake::after_fork();
     // The only thread left is this one: locking cannot wait. A capture file belongs to
     // the parent (its writer thread is not in the child).
     if let Some(rec) = RECORDER.lock().as_mut() {
-        crate::capture_sink::forget_in_child(rec);
+        crate::session::capture_session::forget_in_child(rec);
     }
-    crate::recorder::publish();
+    crate::record::recorder::publish();
     hook_mode::set(MODE_BEFORE_FORK.with(Cell::get));
 }
 

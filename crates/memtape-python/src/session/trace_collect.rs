@@ -12,10 +12,11 @@ use memtape_core::{StackId, TraceSet, TraceSetBuilder};
 use pyo3::prelude::*;
 use rustc_hash::FxHashMap;
 
-use crate::frame_resolve::{raw_frames, FrameResolver, HeldCodes};
-use crate::frames::RawFrame;
-use crate::recorder::{MAX_NFRAME, NFRAME, RECORDER};
-use crate::{hook_mode, launcher_frames};
+use crate::cpython::frame_resolve::{raw_frames, FrameResolver, HeldCodes};
+use crate::cpython::frames::RawFrame;
+use crate::record::recorder::{MAX_NFRAME, NFRAME, RECORDER};
+use crate::session::launcher_frames;
+use crate::thread::hook_mode;
 
 /// A stack truncated to the traceback limit (whole when launcher frames are hidden),
 /// innermost first, with its full depth.

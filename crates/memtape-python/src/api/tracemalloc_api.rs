@@ -7,11 +7,13 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+use crate::api::own_work::own_work;
+use crate::api::trace_set_py::{raw_traces, PyTraceSet};
+use crate::cpython::object_block;
+use crate::intercept::{hooks, numpy_handler, ref_tracer};
 use crate::native as native_memory;
-use crate::own_work::own_work;
-use crate::recorder::{self, MAX_NFRAME, NFRAME, RECORDER, TRACING};
-use crate::trace_set_py::{raw_traces, PyTraceSet};
-use crate::{hooks, numpy_handler, object_block, ref_tracer, trace_collect};
+use crate::record::recorder::{self, MAX_NFRAME, NFRAME, RECORDER, TRACING};
+use crate::session::trace_collect;
 
 fn parse_nframe(args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<u32> {
     if kwargs.is_some_and(|k| !k.is_empty()) {

@@ -6,6 +6,7 @@
 //! Offsets were taken with `offsetof` against each version's `internal/pycore_frame.h`
 //! (LP64 targets), see `research/stack_capture.md`.
 
+mod frame_layout;
 #[cfg(not(Py_3_12))]
 mod py311;
 #[cfg(all(Py_3_12, not(Py_3_13)))]
@@ -25,33 +26,10 @@ compile_error!("memtape supports CPython 3.11, 3.12 and 3.13 on 64-bit platforms
 
 use pyo3::ffi;
 
+pub(crate) use frame_layout::FrameLayout;
+
 /// The CPython version this build reads frames of, as `(major, minor)`.
 pub(crate) const BUILT_FOR: (u8, u8) = LAYOUT.version;
-
-/// Where one CPython version keeps what the walk reads.
-pub(crate) struct FrameLayout {
-    pub(crate) version: (u8, u8),
-    /// `tstate->cframe` (3.11, 3.12) before `current_frame`, or none (3.13).
-    pub(crate) tstate_cframe: Option<usize>,
-    /// `current_frame` inside the cframe (3.11, 3.12) or the thread state (3.13).
-    pub(crate) current_frame: usize,
-    /// `_PyInterpreterFrame.f_code` / `f_executable`.
-    pub(crate) frame_code: usize,
-    /// `_PyInterpreterFrame.previous`.
-    pub(crate) frame_previous: usize,
-    /// `prev_instr` (3.11, 3.12) / `instr_ptr` (3.13).
-    pub(crate) frame_instr: usize,
-    /// `_PyInterpreterFrame.owner`.
-    pub(crate) frame_owner: usize,
-    /// `PyCodeObject.co_code_adaptive` (start of the bytecode).
-    pub(crate) code_adaptive: usize,
-    /// `PyCodeObject._co_firsttraceable`.
-    pub(crate) code_firsttraceable: usize,
-    /// `FRAME_OWNED_BY_CSTACK` (3.12+): C-stack shim frames to skip.
-    pub(crate) owner_cstack: Option<u8>,
-    /// 3.13's `f_executable` may hold something other than a code object.
-    pub(crate) check_code_type: bool,
-}
 
 const FRAME_OWNED_BY_GENERATOR: u8 = 1;
 

@@ -2,9 +2,9 @@
 
 use pyo3::prelude::*;
 
-use crate::capture_sink;
+use crate::api::own_work::own_work;
 use crate::native as native_memory;
-use crate::own_work::own_work;
+use crate::session::capture_session;
 
 /// Whether the running capture asked for native stacks.
 static NATIVE_STACKS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -22,9 +22,9 @@ pub(crate) fn _start_capture<'py>(
     native_stacks: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     own_work(py, || {
-        capture_sink::start(py, &path, metadata_json, min_size)?;
+        capture_session::start(py, &path, metadata_json, min_size)?;
         if native_stacks {
-            native_memory::native_stacks::enable();
+            native_memory::unwind::native_stacks::enable();
             NATIVE_STACKS_ON.store(true, std::sync::atomic::Ordering::Release);
         }
         // Where libc cannot be hooked the capture records the Python heap only; the
@@ -46,10 +46,10 @@ pub(crate) fn _stop_capture(py: Python<'_>, exit: &str, exit_code: i64) -> PyRes
     let exit = serde_json::Value::from(exit);
     let (slots, unknown_frees, _, _) = native_memory::counters();
     if NATIVE_STACKS_ON.swap(false, std::sync::atomic::Ordering::AcqRel) {
-        native_memory::native_stacks::disable();
+        native_memory::unwind::native_stacks::disable();
     }
     native_memory::stop(native_memory::SINK_CAPTURE);
-    capture_sink::stop(
+    capture_session::stop(
         py,
         &format!(
             ", \"exit\": {exit}, \"exit_code\": {exit_code}, \"max_rss_bytes\": {}, \
@@ -63,7 +63,7 @@ pub(crate) fn _stop_capture(py: Python<'_>, exit: &str, exit_code: i64) -> PyRes
 /// `memtape diff --from LABEL`). False when no capture is running.
 #[pyfunction]
 pub(crate) fn mark(label: &str) -> bool {
-    capture_sink::mark(label)
+    capture_session::mark(label)
 }
 
 /// native_counters() -> (patched slots, unknown frees, live native bytes, peak native

@@ -28,7 +28,7 @@ use framehop::{
 };
 
 use super::loaded_modules::{loaded_modules, LoadedModule};
-use crate::hook_mode;
+use crate::thread::hook_mode;
 
 /// The most native frames kept per stack.
 pub(crate) const MAX_NATIVE_FRAMES: usize = 64;

@@ -14,9 +14,11 @@ use pyo3::ffi::{self, PyMemAllocatorDomain, PyMemAllocatorEx};
 
 use memtape_core::{Action, EMPTY_STACK};
 
-use crate::hook_mode::{self, HookMode, HookThread};
-use crate::recorder::{hooks_active, Attribution, HEAP_EVENTS, RECORDER};
-use crate::{capture, op_context, thread_id, thread_state};
+use crate::cpython::thread_state;
+use crate::record::recorder::{hooks_active, Attribution, HEAP_EVENTS, RECORDER};
+use crate::record::{capture, op_context};
+use crate::thread::hook_mode::{self, HookMode, HookThread};
+use crate::thread::thread_id;
 
 /// The domain tracemalloc uses for the Python allocators.
 const PYTHON_DOMAIN: u32 = 0;

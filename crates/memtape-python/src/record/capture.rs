@@ -7,62 +7,13 @@
 use memtape_core::{native_frame_code, StackId, EMPTY_STACK};
 use pyo3::ffi;
 
-use crate::frames::{self, ChainFrame, RawFrame};
-use crate::hook_mode::HookThread;
-use crate::native::native_stacks::{self, MAX_NATIVE_FRAMES};
-use crate::recorder::Recorder;
-
-/// One thread's capture cache (lives in the thread's [`HookThread`]).
-pub(crate) struct ThreadCapture {
-    /// Scratch: the frames just walked, innermost first.
-    walked: Vec<RawFrame>,
-    /// The previous capture's frames, outermost first, and the stack id ending at each.
-    frames: Vec<RawFrame>,
-    ids: Vec<StackId>,
-    /// The recorder generation the ids belong to.
-    generation: u64,
-    /// What the last walk found (see [`frames::Walk`]).
-    outcome: frames::Walk,
-    /// The physical frame chain behind `frames` (outermost first), for the next walk to
-    /// verify instead of following it pointer by pointer.
-    chain: Vec<ChainFrame>,
-    /// Scratch: the physical frames the walk just went through, innermost first.
-    fresh: Vec<ChainFrame>,
-    /// Scratch: the native frames just unwound (innermost first), when native stacks are
-    /// on: they continue the Python stack.
-    native: [u64; MAX_NATIVE_FRAMES],
-    native_len: usize,
-    /// The previous native capture, outermost first, with the stack id ending at each
-    /// frame and the Python stack it continued: its unchanged outer part is reused.
-    prev_native: [u64; MAX_NATIVE_FRAMES],
-    prev_native_ids: [StackId; MAX_NATIVE_FRAMES],
-    prev_native_len: usize,
-    prev_native_base: StackId,
-    prev_native_generation: u64,
-}
+use crate::cpython::frames;
+use crate::native::unwind::native_stacks;
+use crate::record::recorder::Recorder;
+use crate::thread::hook_mode::HookThread;
+use crate::thread::thread_capture::ThreadCapture;
 
 impl ThreadCapture {
-    /// An empty cache.
-    pub(crate) const EMPTY: ThreadCapture = ThreadCapture {
-        walked: Vec::new(),
-        frames: Vec::new(),
-        ids: Vec::new(),
-        generation: u64::MAX,
-        outcome: frames::Walk {
-            same: None,
-            reused: None,
-        },
-        chain: Vec::new(),
-        fresh: Vec::new(),
-        native: [0; MAX_NATIVE_FRAMES],
-        native_len: 0,
-        prev_native: [0; MAX_NATIVE_FRAMES],
-        prev_native_ids: [EMPTY_STACK; MAX_NATIVE_FRAMES],
-        prev_native_len: 0,
-        prev_native_base: EMPTY_STACK,
-        prev_native_generation: u64::MAX,
-    };
-
     /// Interns the native frames just unwound on top of the Python stack `base`, reusing
     /// the ids of the outer frames unchanged since the previous native capture (on the
     /// same Python stack, in the same recorder generation).

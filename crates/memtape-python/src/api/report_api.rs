@@ -1,185 +1,26 @@
 //! Reading capture files from Python: `memtape stats/top/diff/flamegraph/report/export`.
 //!
-//! `analyze_capture` streams a file once (without the GIL) into a [`PyCapture`]; the
-//! renderers are its methods. Exports that need single blocks (a tracemalloc snapshot,
-//! the memory_viz trace) read the file a second time.
+//! `analyze_capture` streams a file once (without the GIL, [`super::capture_file`]) into a
+//! [`PyCapture`]; the renderers are its methods. Exports that need single blocks (a
+//! tracemalloc snapshot, the memory_viz trace) read the file a second time
+//! ([`super::capture_exports`]).
 
-use std::collections::HashMap;
-use std::fs::File;
-use std::io::{BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
-use memtape_core::capture::{CaptureError, CaptureReader, ReadSummary, Record};
+use memtape_core::capture::ReadSummary;
 use memtape_core::report::{
     compare, diff_text, flamegraph_html, folded, group_sites, has_several_sources, html_report,
     json_diff, json_sites, json_summary, source_split_text, stats_text, timeline_csv, top_text,
-    total_bytes, Analysis, HtmlReportOptions, Moment, ReplayOptions, ReplayResult, RunInfo, Site,
+    total_bytes, Analysis, HtmlReportOptions, ReplayOptions, ReplayResult, RunInfo, Site,
     StackTotal, Symbols, Ticks,
 };
-use memtape_core::{
-    Action, Event, EventRing, GroupBy, LiveEntry, LiveTable, MemorySnapshot, ResolvedFrame,
-    TorchSnapshotWriter, HOST_DEVICE,
-};
-use pyo3::create_exception;
-use pyo3::exceptions::{PyOSError, PyValueError};
+use memtape_core::{GroupBy, ResolvedFrame};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
-use rustc_hash::FxHashMap;
 
-use crate::numpy_handler::NUMPY_DOMAIN;
-
-create_exception!(
-    _native,
-    CaptureFileError,
-    PyValueError,
-    "A capture file that is truncated in its header, corrupt, or not a capture."
-);
-
-/// Counts the bytes read, for progress bars.
-struct Counting<R> {
-    inner: R,
-    read: Arc<AtomicU64>,
-}
-
-impl<R: Read> Read for Counting<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.read.fetch_add(n as u64, Ordering::Relaxed);
-        Ok(n)
-    }
-}
-
-fn capture_error(path: &Path, e: &CaptureError) -> PyErr {
-    CaptureFileError::new_err(format!("{}: {e}", path.display()))
-}
-
-type FileReader = CaptureReader<Counting<BufReader<File>>>;
-
-fn open(path: &Path) -> PyResult<(FileReader, Arc<AtomicU64>, u64)> {
-    let file = File::open(path)
-        .map_err(|e| PyOSError::new_err(format!("cannot open {}: {e}", path.display())))?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let read = Arc::new(AtomicU64::new(0));
-    let counting = Counting {
-        inner: BufReader::with_capacity(1 << 20, file),
-        read: Arc::clone(&read),
-    };
-    let reader = CaptureReader::new(counting).map_err(|e| capture_error(path, &e))?;
-    Ok((reader, read, size))
-}
-
-/// Reads every record of `path` into `f` without the GIL, calling `progress(read, total)`
-/// (with the GIL) at most every 100 ms.
-fn stream(
-    py: Python<'_>,
-    path: &Path,
-    progress: Option<&Bound<'_, PyAny>>,
-    mut f: impl FnMut(&Record<'_>) + Send,
-) -> PyResult<(String, ReadSummary)> {
-    let (mut reader, read, size) = open(path)?;
-    let metadata = reader.metadata_json().to_owned();
-    let progress: Option<Py<PyAny>> = progress.map(|p| p.clone().unbind());
-    let mut last = Instant::now();
-    let summary = py.allow_threads(|| {
-        reader.for_each_record(|r| {
-            f(&r);
-            if progress.is_some() && last.elapsed() >= Duration::from_millis(100) {
-                last = Instant::now();
-                let done = read.load(Ordering::Relaxed);
-                if let Some(p) = &progress {
-                    Python::with_gil(|py| {
-                        // A failing progress bar must not stop the report.
-                        let _ = p.call1(py, (done, size));
-                    });
-                }
-            }
-        })
-    });
-    let summary = summary.map_err(|e| capture_error(path, &e))?;
-    Ok((metadata, summary))
-}
-
-fn parse_moment(spec: &str) -> PyResult<Moment> {
-    if let Some(label) = spec.strip_prefix("marker:") {
-        return Ok(Moment::Marker(label.to_owned()));
-    }
-    if let Some(ns) = spec.strip_prefix("time:") {
-        return ns.parse().map(Moment::Time).map_err(|_| {
-            PyValueError::new_err(format!(
-                "bad moment {spec:?}: time:NS takes whole nanoseconds"
-            ))
-        });
-    }
-    Err(PyValueError::new_err(format!(
-        "bad moment {spec:?}: expected marker:LABEL or time:NS"
-    )))
-}
-
-/// What the header and trailer say: the run, the frame limit, and the launcher files
-/// `memtape run` listed (see `cli/run.py`).
-fn run_info(path: &Path, metadata: &str, summary: &ReadSummary) -> (RunInfo, usize, Vec<String>) {
-    let meta: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
-    let trailer: serde_json::Value = summary
-        .trailer_json
-        .as_deref()
-        .and_then(|t| serde_json::from_str(t).ok())
-        .unwrap_or_default();
-    let text =
-        |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
-    let info = RunInfo {
-        source: Some(path.display().to_string()),
-        argv: meta
-            .get("argv")
-            .and_then(|a| a.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        command: text(&meta, "command"),
-        python: text(&meta, "python"),
-        platform: text(&meta, "platform"),
-        pid: meta.get("pid").and_then(|p| p.as_u64()),
-        tool_version: text(&meta, "tool_version"),
-        start_time_ns: meta.get("start_time_ns").and_then(|p| p.as_u64()),
-        exit: text(&trailer, "exit"),
-        exit_code: trailer.get("exit_code").and_then(serde_json::Value::as_i64),
-        cut_short: !summary.complete,
-        max_rss_bytes: trailer.get("max_rss_bytes").and_then(|v| v.as_u64()),
-        native_unknown_frees: trailer
-            .pointer("/native/unknown_frees")
-            .and_then(|v| v.as_u64()),
-    };
-    let nframe = meta.get("nframe").and_then(|n| n.as_u64()).unwrap_or(0) as usize;
-    let launcher_files = meta
-        .get("launcher_files")
-        .and_then(|a| a.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    (info, nframe, launcher_files)
-}
-
-/// The metadata's `file_names`: generated file names (a notebook cell's) and the names
-/// reports show for them (`Cell In[3]`).
-fn shown_file_names(metadata: &str) -> HashMap<String, String> {
-    let meta: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
-    meta.get("file_names")
-        .and_then(|m| m.as_object())
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default()
-}
+use super::capture_exports;
+use super::capture_file::{open, parse_moment, run_info, shown_file_names, stream};
 
 fn parse_group_by(by: &str) -> PyResult<GroupBy> {
     match by {
@@ -195,11 +36,11 @@ fn parse_group_by(by: &str) -> PyResult<GroupBy> {
 /// An analyzed capture file.
 #[pyclass(name = "Capture", module = "memtape._native", frozen)]
 pub(crate) struct PyCapture {
-    path: PathBuf,
-    info: RunInfo,
+    pub(super) path: PathBuf,
+    pub(super) info: RunInfo,
     symbols: Symbols,
     result: ReplayResult,
-    nframe: usize,
+    pub(super) nframe: usize,
     summary: ReadSummary,
     metadata: String,
     /// The moments asked for, as given.
@@ -244,7 +85,7 @@ impl PyCapture {
         ))
     }
 
-    fn frames_of(&self, stack: u32, limit: usize) -> Vec<ResolvedFrame> {
+    pub(super) fn frames_of(&self, stack: u32, limit: usize) -> Vec<ResolvedFrame> {
         self.symbols
             .frames_of(stack)
             .into_iter()
@@ -533,45 +374,7 @@ impl PyCapture {
         py: Python<'py>,
         progress: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let mut live = LiveTable::new();
-        stream(py, &self.path, progress, |r| match *r {
-            Record::Alloc {
-                domain,
-                addr,
-                size,
-                stack,
-            } => {
-                let _ = live.insert(domain, addr, size, stack);
-            }
-            Record::Free { domain, addr } => {
-                free_in(&mut live, domain, addr);
-            }
-            _ => {}
-        })?;
-        let limit = if self.nframe == 0 {
-            usize::MAX
-        } else {
-            self.nframe
-        };
-        let mut tuples: FxHashMap<u32, (Bound<'py, PyTuple>, usize)> = FxHashMap::default();
-        let out = PyList::empty(py);
-        for e in live.iter() {
-            if let std::collections::hash_map::Entry::Vacant(slot) = tuples.entry(e.stack) {
-                let all = self.frames_of(e.stack, 0);
-                let mut frames = all
-                    .iter()
-                    .take(limit)
-                    .map(|f| (f.filename.as_str(), f.line).into_pyobject(py))
-                    .collect::<PyResult<Vec<_>>>()?;
-                if frames.is_empty() {
-                    frames.push(("<unknown>", 0u32).into_pyobject(py)?);
-                }
-                slot.insert((PyTuple::new(py, frames)?, all.len().max(1)));
-            }
-            let (frames, total) = &tuples[&e.stack];
-            out.append((e.domain, e.size, frames.clone(), *total))?;
-        }
-        Ok(out)
+        capture_exports::live_traces(self, py, progress)
     }
 
     /// Writes the last `max_entries` events as a PyTorch memory_viz snapshot (pickle or
@@ -585,77 +388,6 @@ impl PyCapture {
         json: bool,
         progress: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
-        let start_ns = self.info.start_time_ns.unwrap_or(0);
-        let mut live = LiveTable::new();
-        let mut ring = EventRing::new(max_entries.max(1));
-        let mut now = 0u64;
-        let push = |ring: &mut EventRing, action, addr, size, stack, now: u64| {
-            ring.push(Event {
-                action,
-                addr,
-                size,
-                requested_size: size,
-                device: HOST_DEVICE,
-                stream: 0,
-                thread: 0,
-                time_ns: start_ns + now,
-                stack,
-                op: 0,
-            });
-        };
-        stream(py, &self.path, progress, |r| match *r {
-            Record::Time { ns } => now = ns,
-            Record::Alloc {
-                domain,
-                addr,
-                size,
-                stack,
-            } => {
-                let _ = live.insert(domain, addr, size, stack);
-                push(&mut ring, Action::Alloc, addr, size, stack, now);
-            }
-            Record::Free { domain, addr } => {
-                if let Some(e) = free_in(&mut live, domain, addr) {
-                    push(&mut ring, Action::Free, addr, e.size, e.stack, now);
-                }
-            }
-            _ => {}
-        })?;
-        let events: Vec<Event> = ring.iter().copied().collect();
-        let mut stacks = FxHashMap::default();
-        for e in &events {
-            stacks
-                .entry(e.stack)
-                .or_insert_with(|| self.frames_of(e.stack, self.nframe));
-        }
-        let snapshot = MemorySnapshot {
-            events,
-            stacks,
-            op_names: vec![String::new()],
-            segments: Vec::new(),
-        };
-        py.allow_threads(|| -> std::io::Result<u64> {
-            let mut file = std::io::BufWriter::new(File::create(&out)?);
-            let writer = TorchSnapshotWriter::new(&snapshot).share_frames(true);
-            let stats = if json {
-                writer.write_json(&mut file)?
-            } else {
-                writer.write_pickle(&mut file)?
-            };
-            std::io::Write::flush(&mut file)?;
-            Ok(stats.trace_entries)
-        })
-        .map_err(|e| PyOSError::new_err(format!("cannot write {}: {e}", out.display())))
-    }
-}
-
-/// Frees a block as the format says: in its domain, or (no domain given) in domain 0
-/// first, then NumPy's, the only other domain the recorder writes.
-fn free_in(live: &mut LiveTable, domain: Option<u32>, addr: u64) -> Option<LiveEntry> {
-    match domain {
-        Some(d) => live.remove(d, addr),
-        None => live
-            .remove(0, addr)
-            .or_else(|| live.remove(NUMPY_DOMAIN, addr)),
+        capture_exports::export_torch(self, py, &out, max_entries, json, progress)
     }
 }

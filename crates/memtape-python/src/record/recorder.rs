@@ -12,9 +12,9 @@ use memtape_core::{
 use pyo3::ffi;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::capture_sink::CaptureSink;
-use crate::op_context::{self, OpContext};
-use crate::spin_lock::SpinLock;
+use crate::record::op_context::{self, OpContext};
+use crate::record::spin_lock::SpinLock;
+use crate::sinks::capture_sink::CaptureSink;
 
 /// Largest traceback limit, as in tracemalloc.
 pub(crate) const MAX_NFRAME: u32 = 65535;
@@ -41,7 +41,7 @@ pub(crate) fn hooks_active() -> bool {
     TRACING.load(Ordering::Relaxed)
         || HEAP_EVENTS.load(Ordering::Relaxed)
         || CAPTURING.load(Ordering::Relaxed)
-        || crate::native::ACTIVE.load(Ordering::Relaxed)
+        || crate::record::native_state::ACTIVE.load(Ordering::Relaxed)
 }
 
 /// How events are being recorded.
@@ -118,7 +118,7 @@ pub(crate) struct Recorder {
     /// their addresses stay unique and their line tables readable until forgotten.
     codes: FxHashSet<usize>,
     /// Native memory (blocks and mappings seen by the GOT hooks).
-    pub(crate) native: crate::native::NativeState,
+    pub(crate) native: crate::record::native_state::NativeState,
     /// Set while interning the stack of a thread that does not hold the GIL (a native
     /// hook): code objects seen for the first time are referenced later, by the next
     /// interning with the GIL (their frames keep them alive meanwhile).
@@ -151,7 +151,7 @@ impl Recorder {
             allocators: AllocatorState::new(),
             ops: OpNames::default(),
             codes: FxHashSet::default(),
-            native: crate::native::NativeState::default(),
+            native: crate::record::native_state::NativeState::default(),
             without_gil: false,
             unreferenced_codes: Vec::new(),
         }

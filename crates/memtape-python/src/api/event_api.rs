@@ -7,12 +7,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::frame_resolve::{raw_frames, FrameResolver, HeldCodes};
-use crate::frames::RawFrame;
+use crate::api::own_work::own_work;
+use crate::cpython::frame_resolve::{raw_frames, FrameResolver, HeldCodes};
+use crate::cpython::frames::RawFrame;
+use crate::intercept::{hooks, numpy_handler};
 use crate::native as native_memory;
-use crate::own_work::own_work;
-use crate::recorder::{self, EventSettings, RECORDER};
-use crate::{hook_mode, hooks, numpy_handler};
+use crate::record::recorder::{self, EventSettings, RECORDER};
+use crate::thread::hook_mode;
 
 /// Whether the event recording asked for native stacks.
 static EVENT_NATIVE_STACKS: std::sync::atomic::AtomicBool =
@@ -36,10 +37,10 @@ pub(crate) fn record_memory_events(
     own_work(py, || {
         // A new recording, or none: native stacks for events start again if asked.
         if EVENT_NATIVE_STACKS.swap(false, std::sync::atomic::Ordering::AcqRel) {
-            native_memory::native_stacks::disable();
+            native_memory::unwind::native_stacks::disable();
         }
         if enabled && native_stacks {
-            native_memory::native_stacks::enable();
+            native_memory::unwind::native_stacks::enable();
             EVENT_NATIVE_STACKS.store(true, std::sync::atomic::Ordering::Release);
         }
         set_recording(

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::frames::RawFrame;
+use crate::cpython::frames::RawFrame;
 
 /// Strong references on code objects, taken under the recorder lock and dropped when this
 /// goes out of scope (with the GIL held), so resolving never reads a freed code object.

@@ -11,7 +11,7 @@ use memtape_core::Action;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
-use crate::framework_api::{self, FrameworkError, Report};
+use crate::record::framework_events::{self, FrameworkError, Report};
 
 /// Must match `MEMTAPE_ABI_VERSION` in include/memtape.h.
 const ABI_VERSION: u32 = 1;
@@ -65,7 +65,7 @@ fn guarded(f: impl FnOnce() -> Result<(), FrameworkError>) -> c_int {
 }
 
 extern "C" fn capture_traceback() -> u64 {
-    catch_unwind(framework_api::capture_traceback_now).unwrap_or(0)
+    catch_unwind(framework_events::capture_traceback_now).unwrap_or(0)
 }
 
 extern "C" fn op_context_enter(name: *const c_char, traceback: u64) -> c_int {
@@ -80,11 +80,11 @@ extern "C" fn op_context_enter(name: *const c_char, traceback: u64) -> c_int {
         set_error("op_context_enter: name is not valid UTF-8");
         return EINVAL;
     };
-    guarded(|| framework_api::push_op(name, traceback))
+    guarded(|| framework_events::push_op(name, traceback))
 }
 
 extern "C" fn op_context_exit() -> c_int {
-    guarded(framework_api::pop_op)
+    guarded(framework_events::pop_op)
 }
 
 extern "C" fn record_allocator_event(
@@ -107,7 +107,7 @@ extern "C" fn record_allocator_event(
     };
     let requested_size = (requested_size != SAME_AS_SIZE).then_some(requested_size);
     guarded(|| {
-        framework_api::record_allocator_event_checked(&Report {
+        framework_events::record_allocator_event_checked(&Report {
             action,
             addr: address,
             size,

@@ -19,10 +19,10 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::hook_mode::{HookMode, HookThread};
-use crate::hooks::{free_recording, record_alloc, record_free, recording_thread};
+use crate::cpython::thread_state;
+use crate::intercept::hooks::{free_recording, record_alloc, record_free, recording_thread};
 use crate::native::beneath_wrapper;
-use crate::thread_state;
+use crate::thread::hook_mode::{HookMode, HookThread};
 
 /// tracemalloc's domain for NumPy buffers (numpy's `NPY_TRACE_DOMAIN`).
 pub(crate) const NUMPY_DOMAIN: u32 = 389_047;

@@ -4,7 +4,7 @@
 
 use std::cell::{Cell, RefCell};
 
-use crate::capture::ThreadCapture;
+use super::thread_capture::ThreadCapture;
 
 /// The calling thread's relation to the allocation hooks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

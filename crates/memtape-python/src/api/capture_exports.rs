@@ -13,8 +13,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use rustc_hash::FxHashMap;
 
+use super::capture_analysis::PyCapture;
 use super::capture_file::{free_in, stream};
-use super::report_api::PyCapture;
 
 /// Every block live at the end as tracemalloc raw traces
 /// `(domain, size, frames most recent first, total_nframe)` (reads the file again).

@@ -2,6 +2,7 @@
 //! capsule frameworks call. Thin wrappers over the layers below.
 
 pub(crate) mod c_api;
+pub(crate) mod capture_analysis;
 pub(crate) mod capture_api;
 pub(crate) mod capture_exports;
 pub(crate) mod capture_file;

@@ -7,97 +7,17 @@
 
 use std::path::PathBuf;
 
-use memtape_core::capture::ReadSummary;
 use memtape_core::report::{
-    compare, diff_text, flamegraph_html, folded, group_sites, has_several_sources, html_report,
-    json_diff, json_sites, json_summary, source_split_text, stats_text, timeline_csv, top_text,
-    total_bytes, Analysis, HtmlReportOptions, ReplayOptions, ReplayResult, RunInfo, Site,
-    StackTotal, Symbols, Ticks,
+    compare, diff_text, flamegraph_html, folded, has_several_sources, html_report, json_diff,
+    json_sites, json_summary, source_split_text, stats_text, timeline_csv, top_text, total_bytes,
+    Analysis, HtmlReportOptions, ReplayOptions, Ticks,
 };
-use memtape_core::{GroupBy, ResolvedFrame};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
+use super::capture_analysis::PyCapture;
 use super::capture_exports;
 use super::capture_file::{open, parse_moment, run_info, shown_file_names, stream};
-
-fn parse_group_by(by: &str) -> PyResult<GroupBy> {
-    match by {
-        "lineno" => Ok(GroupBy::Lineno),
-        "filename" => Ok(GroupBy::Filename),
-        "traceback" => Ok(GroupBy::Traceback),
-        other => Err(PyValueError::new_err(format!(
-            "unknown grouping {other:?}: expected lineno, filename or traceback"
-        ))),
-    }
-}
-
-/// An analyzed capture file.
-#[pyclass(name = "Capture", module = "memtape._native", frozen)]
-pub(crate) struct PyCapture {
-    pub(super) path: PathBuf,
-    pub(super) info: RunInfo,
-    symbols: Symbols,
-    result: ReplayResult,
-    pub(super) nframe: usize,
-    summary: ReadSummary,
-    metadata: String,
-    /// The moments asked for, as given.
-    moment_names: Vec<String>,
-    /// Live bytes per clock tick (for adding processes' memory over time).
-    ticks: Ticks,
-}
-
-impl PyCapture {
-    fn table(&self, at: &str) -> PyResult<&[StackTotal]> {
-        match at {
-            "peak" => Ok(&self.result.live_at_peak),
-            "end" => Ok(&self.result.live_at_end),
-            "start" => Ok(&[]),
-            other => {
-                let index: usize = other
-                    .strip_prefix("moment:")
-                    .and_then(|i| i.parse().ok())
-                    .ok_or_else(|| PyValueError::new_err(format!("unknown moment {other:?}")))?;
-                match self.result.moments.get(index) {
-                    Some(Some(table)) => Ok(table),
-                    Some(None) => Err(PyValueError::new_err(format!(
-                        "{}: the marker {} was never recorded",
-                        self.path.display(),
-                        self.moment_names.get(index).map_or("?", String::as_str)
-                    ))),
-                    None => Err(PyValueError::new_err(format!(
-                        "no moment #{index} was requested"
-                    ))),
-                }
-            }
-        }
-    }
-
-    fn sites_of(&self, by: &str, at: &str, max_frames: Option<usize>) -> PyResult<Vec<Site>> {
-        let by = parse_group_by(by)?;
-        Ok(group_sites(
-            self.table(at)?,
-            &self.symbols,
-            by,
-            max_frames.unwrap_or(self.nframe),
-        ))
-    }
-
-    pub(super) fn frames_of(&self, stack: u32, limit: usize) -> Vec<ResolvedFrame> {
-        self.symbols
-            .frames_of(stack)
-            .into_iter()
-            .take(if limit == 0 { usize::MAX } else { limit })
-            .map(|f| ResolvedFrame {
-                filename: f.filename.to_owned(),
-                name: f.function.to_owned(),
-                line: f.line,
-            })
-            .collect()
-    }
-}
 
 /// Streams `path` once and returns its analysis. `moments` are `marker:LABEL` or
 /// `time:NS` specs whose live sets can then be read as `moment:0`, `moment:1`, ...

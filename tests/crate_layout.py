@@ -33,8 +33,9 @@ class Source:
 
     module: Module
     children: frozenset[str]
-    # name -> absolute path it imports (for following re-exports and child uses)
-    imports: Mapping[str, Module]
+    # name -> absolute path it imports (None: from another crate), for following
+    # re-exports
+    imports: Mapping[str, Module | None]
     # absolute paths the file names, outside its imports
     paths: tuple[Module, ...]
 
@@ -111,7 +112,7 @@ def read_sources(src: Path) -> dict[Module, Source]:
         module = _module_of(path, src)
         text = _strip(path.read_text(encoding="utf-8"))
         children = frozenset(_MOD.findall(text))
-        imports: dict[str, Module] = {}
+        imports: dict[str, Module | None] = {}
         used: list[Module] = []
         for indent, tree in _USE.findall(text):
             # Indented: inside an inline module (`mod tests { use super::*; }`), whose
@@ -123,11 +124,10 @@ def read_sources(src: Path) -> dict[Module, Source]:
                 target = _absolute(module, segments)
                 if target is None and segments[0] in children:
                     target = (*module, *segments)
-                if target is None:
-                    continue
-                used.append(target)
                 if not inner and name != "*":
                     imports[name] = target
+                if target is not None:
+                    used.append(target)
         body = _USE.sub("", text)
         for match in _PATH.finditer(body):
             segments = [s.strip() for s in match.group(0).split("::")]
@@ -146,9 +146,12 @@ def _resolve(sources: Mapping[Module, Source], path: Module, depth: int = 0) -> 
         head = path[:cut]
         if head in sources:
             rest = path[cut:]
-            if rest and depth < 16:
-                target = sources[head].imports.get(rest[0])
-                if target is not None and target != path:
+            imports = sources[head].imports
+            if rest and rest[0] in imports and depth < 16:
+                target = imports[rest[0]]
+                if target is None:
+                    return None  # re-exported from another crate
+                if target != path:
                     return _resolve(sources, (*target, *rest[1:]), depth + 1) or head
             return head
     return None

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
 from pathlib import Path
+from typing import TypeVar
 
 Module = tuple[str, ...]
 T = TypeVar("T")
@@ -36,7 +36,7 @@ class Source:
     # name -> absolute path it imports (None: from another crate), for following
     # re-exports
     imports: Mapping[str, Module | None]
-    # absolute paths the file names, outside its imports
+    # every crate path the file names, its imports included
     paths: tuple[Module, ...]
 
 

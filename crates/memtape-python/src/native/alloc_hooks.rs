@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use libc::off_t;
 
 use super::{dlopen_hook, native_record, ACTIVE};
-use crate::hook_mode::{self, HookMode, HookThread};
+use crate::thread::hook_mode::{self, HookMode, HookThread};
 
 /// The hooked functions, by index into [`NAMES`].
 pub(crate) mod f {

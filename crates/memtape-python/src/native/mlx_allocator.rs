@@ -33,10 +33,10 @@ use memtape_core::{Action, CacheMirror, CachedBuffer, MLX_DOMAIN};
 
 use super::beneath_wrapper;
 use super::native_record;
-use crate::framework_api::{self, FrameworkError, Report};
-use crate::op_context::{self, OpContext};
-use crate::spin_lock::{SpinGuard, SpinLock};
-use crate::{hook_mode, thread_id};
+use crate::record::framework_events::{self, FrameworkError, Report};
+use crate::record::op_context::{self, OpContext};
+use crate::record::spin_lock::{SpinGuard, SpinLock};
+use crate::thread::{hook_mode, thread_id};
 
 /// The device MLX's CPU buffers are reported on.
 pub(crate) const MLX_DEVICE: i32 = 0;
@@ -178,7 +178,12 @@ fn report(
         device: MLX_DEVICE,
         stream: 0,
     };
-    match framework_api::record_allocator_event_walked(&r, ctx, needs_walk(ctx), Some(MLX_DOMAIN)) {
+    match framework_events::record_allocator_event_walked(
+        &r,
+        ctx,
+        needs_walk(ctx),
+        Some(MLX_DOMAIN),
+    ) {
         Ok(()) => true,
         // The array was created in an earlier recording: its line is gone.
         Err(FrameworkError::StaleTraceback(_)) => {
@@ -186,8 +191,13 @@ fn report(
                 traceback: op_context::NO_TRACEBACK,
                 ..c
             });
-            framework_api::record_allocator_event_walked(&r, ctx, needs_walk(ctx), Some(MLX_DOMAIN))
-                .is_ok()
+            framework_events::record_allocator_event_walked(
+                &r,
+                ctx,
+                needs_walk(ctx),
+                Some(MLX_DOMAIN),
+            )
+            .is_ok()
         }
         Err(_) => false,
     }

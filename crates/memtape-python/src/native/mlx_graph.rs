@@ -27,10 +27,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use rustc_hash::FxHashMap;
 
 use super::mlx_allocator;
-use crate::framework_api::{self, OpName};
-use crate::op_context::OpContext;
-use crate::spin_lock::{SpinGuard, SpinLock};
-use crate::{capture, hook_mode, thread_state};
+use crate::cpython::thread_state;
+use crate::record::capture;
+use crate::record::framework_events::{self, OpName};
+use crate::record::op_context::OpContext;
+use crate::record::spin_lock::{SpinGuard, SpinLock};
+use crate::thread::hook_mode;
 
 /// The functions hooked, in [`hook_addresses`]' order.
 pub(crate) const NAMES: [&CStr; 5] = [
@@ -152,11 +154,11 @@ fn node_created(desc: usize, primitive: usize) {
         hook_mode::thread().map(|t| capture::walk(Some(t), held))
     };
     let ctx = match g.ops.get(&vtable) {
-        Some(&id) => framework_api::op_context_now(OpName::Id(id), walked),
+        Some(&id) => framework_events::op_context_now(OpName::Id(id), walked),
         None => {
             // SAFETY: as above.
             let name = unsafe { class_of(vtable) };
-            let ctx = framework_api::op_context_now(OpName::Name(&name), walked);
+            let ctx = framework_events::op_context_now(OpName::Name(&name), walked);
             g.ops.insert(vtable, ctx.op);
             ctx
         }

@@ -8,7 +8,7 @@ use std::ffi::{c_void, CStr, CString};
 
 use super::got_patcher::{self, Patches};
 use super::{mlx_allocator, mlx_graph};
-use crate::spin_lock::SpinLock;
+use crate::record::spin_lock::SpinLock;
 
 /// `mlx::core::allocator::allocator()`.
 const ALLOCATOR: &CStr = c"_ZN3mlx4core9allocator9allocatorEv";

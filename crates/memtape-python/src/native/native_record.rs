@@ -15,10 +15,11 @@ use memtape_core::{
 use pyo3::ffi;
 
 use super::{NATIVE_DOMAIN, SINK_TRACEMALLOC};
-use crate::capture::{self, Walked};
-use crate::hook_mode::HookThread;
-use crate::recorder::{Recorder, RECORDER};
-use crate::{thread_id, thread_state};
+use crate::cpython::thread_state;
+use crate::record::capture::{self, Walked};
+use crate::record::recorder::{Recorder, RECORDER};
+use crate::thread::hook_mode::HookThread;
+use crate::thread::thread_id;
 
 /// The calling thread's Python stack, walked before the recorder is locked; true when
 /// the thread holds the GIL.

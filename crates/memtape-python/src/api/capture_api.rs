@@ -1,0 +1,86 @@
+//! The capture functions Python calls (`memtape run` drives them).
+
+use pyo3::prelude::*;
+
+use crate::api::own_work::own_work;
+use crate::native as native_memory;
+use crate::session::capture_session;
+
+/// Whether the running capture asked for native stacks.
+static NATIVE_STACKS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Starts recording every allocation and free into a capture file (with the native
+/// stack of each allocation too when `native_stacks`).
+#[pyfunction]
+#[pyo3(signature = (path, metadata_json, min_size=0, native=false, native_stacks=false))]
+pub(crate) fn _start_capture<'py>(
+    py: Python<'py>,
+    path: std::path::PathBuf,
+    metadata_json: &str,
+    min_size: u64,
+    native: bool,
+    native_stacks: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    own_work(py, || {
+        capture_session::start(py, &path, metadata_json, min_size)?;
+        if native_stacks {
+            native_memory::unwind::native_stacks::enable();
+            NATIVE_STACKS_ON.store(true, std::sync::atomic::Ordering::Release);
+        }
+        // Where libc cannot be hooked the capture records the Python heap only; the
+        // trailer says so (no patched slots).
+        if native {
+            native_memory::start(native_memory::SINK_CAPTURE);
+        }
+        Ok(())
+    })
+}
+
+/// Finishes the capture file, noting how the program ended (`exit`: "normal",
+/// "exception" or "signal", and its exit status) in the trailer. Returns
+/// `(events, bytes written)`. Builds the trailer in Rust: nothing is allocated on the
+/// Python heap while the capture still records.
+#[pyfunction]
+#[pyo3(signature = (exit="normal", exit_code=0))]
+pub(crate) fn _stop_capture(py: Python<'_>, exit: &str, exit_code: i64) -> PyResult<(u64, u64)> {
+    let exit = serde_json::Value::from(exit);
+    let (slots, unknown_frees, _, _) = native_memory::counters();
+    if NATIVE_STACKS_ON.swap(false, std::sync::atomic::Ordering::AcqRel) {
+        native_memory::unwind::native_stacks::disable();
+    }
+    native_memory::stop(native_memory::SINK_CAPTURE);
+    capture_session::stop(
+        py,
+        &format!(
+            ", \"exit\": {exit}, \"exit_code\": {exit_code}, \"max_rss_bytes\": {}, \
+             \"native\": {{\"patched_slots\": {slots}, \"unknown_frees\": {unknown_frees}}}",
+            max_rss_bytes()
+        ),
+    )
+}
+
+/// mark(label) -> bool: records a named moment in the running capture (for
+/// `memtape diff --from LABEL`). False when no capture is running.
+#[pyfunction]
+pub(crate) fn mark(label: &str) -> bool {
+    capture_session::mark(label)
+}
+
+/// native_counters() -> (patched slots, unknown frees, live native bytes, peak native
+/// bytes): how native tracing is doing.
+#[pyfunction]
+pub(crate) fn native_counters() -> (usize, u64, u64, u64) {
+    native_memory::counters()
+}
+
+/// The process' peak resident set size so far, in bytes (0 if unknown).
+fn max_rss_bytes() -> u64 {
+    // SAFETY: getrusage fills the struct it is given; no other precondition.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    // Linux reports kilobytes.
+    u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024
+}

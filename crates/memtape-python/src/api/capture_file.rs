@@ -1,0 +1,184 @@
+//! Reading a capture file from Python: opening it, streaming its records without the GIL
+//! with progress, what its header and trailer say, and its typed error.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memtape_core::capture::{CaptureError, CaptureReader, ReadSummary, Record};
+use memtape_core::report::{Moment, RunInfo};
+use memtape_core::{LiveEntry, LiveTable};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::intercept::numpy_handler::NUMPY_DOMAIN;
+
+create_exception!(
+    _native,
+    CaptureFileError,
+    PyValueError,
+    "A capture file that is truncated in its header, corrupt, or not a capture."
+);
+
+/// Counts the bytes read, for progress bars.
+pub(super) struct Counting<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+pub(super) fn capture_error(path: &Path, e: &CaptureError) -> PyErr {
+    CaptureFileError::new_err(format!("{}: {e}", path.display()))
+}
+
+pub(super) type FileReader = CaptureReader<Counting<BufReader<File>>>;
+
+pub(super) fn open(path: &Path) -> PyResult<(FileReader, Arc<AtomicU64>, u64)> {
+    let file = File::open(path)
+        .map_err(|e| PyOSError::new_err(format!("cannot open {}: {e}", path.display())))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let read = Arc::new(AtomicU64::new(0));
+    let counting = Counting {
+        inner: BufReader::with_capacity(1 << 20, file),
+        read: Arc::clone(&read),
+    };
+    let reader = CaptureReader::new(counting).map_err(|e| capture_error(path, &e))?;
+    Ok((reader, read, size))
+}
+
+/// Reads every record of `path` into `f` without the GIL, calling `progress(read, total)`
+/// (with the GIL) at most every 100 ms.
+pub(super) fn stream(
+    py: Python<'_>,
+    path: &Path,
+    progress: Option<&Bound<'_, PyAny>>,
+    mut f: impl FnMut(&Record<'_>) + Send,
+) -> PyResult<(String, ReadSummary)> {
+    let (mut reader, read, size) = open(path)?;
+    let metadata = reader.metadata_json().to_owned();
+    let progress: Option<Py<PyAny>> = progress.map(|p| p.clone().unbind());
+    let mut last = Instant::now();
+    let summary = py.allow_threads(|| {
+        reader.for_each_record(|r| {
+            f(&r);
+            if progress.is_some() && last.elapsed() >= Duration::from_millis(100) {
+                last = Instant::now();
+                let done = read.load(Ordering::Relaxed);
+                if let Some(p) = &progress {
+                    Python::with_gil(|py| {
+                        // A failing progress bar must not stop the report.
+                        let _ = p.call1(py, (done, size));
+                    });
+                }
+            }
+        })
+    });
+    let summary = summary.map_err(|e| capture_error(path, &e))?;
+    Ok((metadata, summary))
+}
+
+pub(super) fn parse_moment(spec: &str) -> PyResult<Moment> {
+    if let Some(label) = spec.strip_prefix("marker:") {
+        return Ok(Moment::Marker(label.to_owned()));
+    }
+    if let Some(ns) = spec.strip_prefix("time:") {
+        return ns.parse().map(Moment::Time).map_err(|_| {
+            PyValueError::new_err(format!(
+                "bad moment {spec:?}: time:NS takes whole nanoseconds"
+            ))
+        });
+    }
+    Err(PyValueError::new_err(format!(
+        "bad moment {spec:?}: expected marker:LABEL or time:NS"
+    )))
+}
+
+/// What the header and trailer say: the run, the frame limit, and the launcher files
+/// `memtape run` listed (see `cli/run.py`).
+pub(super) fn run_info(
+    path: &Path,
+    metadata: &str,
+    summary: &ReadSummary,
+) -> (RunInfo, usize, Vec<String>) {
+    let meta: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
+    let trailer: serde_json::Value = summary
+        .trailer_json
+        .as_deref()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or_default();
+    let text =
+        |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+    let info = RunInfo {
+        source: Some(path.display().to_string()),
+        argv: meta
+            .get("argv")
+            .and_then(|a| a.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        command: text(&meta, "command"),
+        python: text(&meta, "python"),
+        platform: text(&meta, "platform"),
+        pid: meta.get("pid").and_then(|p| p.as_u64()),
+        tool_version: text(&meta, "tool_version"),
+        start_time_ns: meta.get("start_time_ns").and_then(|p| p.as_u64()),
+        exit: text(&trailer, "exit"),
+        exit_code: trailer.get("exit_code").and_then(serde_json::Value::as_i64),
+        cut_short: !summary.complete,
+        max_rss_bytes: trailer.get("max_rss_bytes").and_then(|v| v.as_u64()),
+        native_unknown_frees: trailer
+            .pointer("/native/unknown_frees")
+            .and_then(|v| v.as_u64()),
+    };
+    let nframe = meta.get("nframe").and_then(|n| n.as_u64()).unwrap_or(0) as usize;
+    let launcher_files = meta
+        .get("launcher_files")
+        .and_then(|a| a.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    (info, nframe, launcher_files)
+}
+
+/// The metadata's `file_names`: generated file names (a notebook cell's) and the names
+/// reports show for them (`Cell In[3]`).
+pub(super) fn shown_file_names(metadata: &str) -> HashMap<String, String> {
+    let meta: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
+    meta.get("file_names")
+        .and_then(|m| m.as_object())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Frees a block as the format says: in its domain, or (no domain given) in domain 0
+/// first, then NumPy's, the only other domain the recorder writes.
+pub(super) fn free_in(live: &mut LiveTable, domain: Option<u32>, addr: u64) -> Option<LiveEntry> {
+    match domain {
+        Some(d) => live.remove(d, addr),
+        None => live
+            .remove(0, addr)
+            .or_else(|| live.remove(NUMPY_DOMAIN, addr)),
+    }
+}

@@ -1,0 +1,15 @@
+//! What Python sees: the `#[pyfunction]`s and classes of `memtape._native`, and the C ABI
+//! capsule frameworks call. Thin wrappers over the layers below.
+
+pub(crate) mod c_api;
+pub(crate) mod capture_analysis;
+pub(crate) mod capture_api;
+pub(crate) mod capture_exports;
+pub(crate) mod capture_file;
+pub(crate) mod event_api;
+pub(crate) mod framework_api;
+pub(crate) mod mlx_api;
+pub(crate) mod own_work;
+pub(crate) mod report_api;
+pub(crate) mod trace_set_py;
+pub(crate) mod tracemalloc_api;

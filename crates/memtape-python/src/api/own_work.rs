@@ -1,0 +1,90 @@
+//! memtape's own work stays out of the user's recording: its API calls run with the
+//! calling thread's hook mode set to [`HookMode::Untraced`], so the Python objects they
+//! build (event dicts, tracebacks ids, result tuples) are never recorded. Objects handed
+//! back to the user are then untracked, and their later frees are ignored.
+//!
+//! Python code in the `memtape` package marks its own work with the token pair
+//! `_own_work_begin()` / `_work_end(token)` (both take and return only small ints, so the
+//! calls themselves allocate nothing), and runs the user's program through
+//! `_call_as_program`, which records exactly the call: an exception leaving the program
+//! reaches memtape's frames (and gets their traceback entries) unrecorded again.
+
+use std::sync::atomic::Ordering;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use pyo3::IntoPyObjectExt;
+
+use crate::record::recorder::{CAPTURING, HEAP_EVENTS};
+use crate::thread::hook_mode::{self, HookMode};
+
+/// Runs `f` and turns its result (or its error) into a Python object with the calling
+/// thread's allocations unrecorded: pyo3 would otherwise build the returned object, or
+/// the exception, after the guard is gone.
+pub(crate) fn own_work<'py, T>(
+    py: Python<'py>,
+    f: impl FnOnce() -> PyResult<T>,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    T: IntoPyObject<'py>,
+{
+    hook_mode::untraced(|| {
+        f().and_then(|value| value.into_bound_py_any(py))
+            .inspect_err(|err| {
+                // Build the exception object now, inside the guard.
+                let _ = err.value(py);
+            })
+    })
+}
+
+/// The mode a token stands for.
+fn mode_of(token: u8) -> PyResult<HookMode> {
+    HookMode::from_code(token)
+        .ok_or_else(|| PyValueError::new_err(format!("not a hook-mode token: {token}")))
+}
+
+/// Marks the calling thread as doing memtape's own work (its allocations are not
+/// recorded) until `_work_end(token)`. Returns the token.
+#[pyfunction]
+pub(crate) fn _own_work_begin() -> u8 {
+    hook_mode::set(HookMode::Untraced).code()
+}
+
+/// Calls `function(*args)` as the program's own code: the calling thread's allocations
+/// are recorded during the call, whatever memtape's mode around it. Only the call itself:
+/// the result or the exception is taken up afterwards, unrecorded. Positional arguments
+/// only, so that the call unpacks no keywords (an allocation) before the program runs.
+#[pyfunction]
+#[pyo3(signature = (function, *args))]
+pub(crate) fn _call_as_program<'py>(
+    py: Python<'py>,
+    function: &Bound<'py, PyAny>,
+    args: &Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let result = hook_mode::with_mode(HookMode::Idle, || {
+        // SAFETY: the GIL is held (`py`); both pointers are live objects borrowed for the
+        // call, and a null kwargs is allowed. Returns a new reference or null with an
+        // exception set.
+        unsafe { ffi::PyObject_Call(function.as_ptr(), args.as_ptr(), std::ptr::null_mut()) }
+    });
+    // SAFETY: `result` is the new reference PyObject_Call returned, or null with the
+    // exception set, which `from_owned_ptr_or_err` fetches.
+    unsafe { Bound::from_owned_ptr_or_err(py, result) }
+}
+
+/// True while Python-heap events or a capture file are being recorded: memtape's
+/// tracemalloc keeps its own Python-level work out of them (it stays traced for
+/// tracemalloc alone, as the standard library traces its own).
+#[pyfunction]
+pub(crate) fn _events_or_capture_recording() -> bool {
+    HEAP_EVENTS.load(Ordering::Relaxed) || CAPTURING.load(Ordering::Relaxed)
+}
+
+/// Restores the mode the thread had before the `_own_work_begin` that returned `token`.
+#[pyfunction]
+pub(crate) fn _work_end(token: u8) -> PyResult<()> {
+    hook_mode::set(mode_of(token)?);
+    Ok(())
+}

@@ -1,0 +1,278 @@
+//! Reading the current Python stack straight from CPython's interpreter frames.
+//!
+//! The public frame API (`PyEval_GetFrame`, `PyFrame_GetBack`) builds frame objects and so
+//! allocates, which would re-enter our hooks; instead each supported version describes
+//! where the few fields we need live ([`FrameLayout`]) and one walker reads them.
+//! Offsets were taken with `offsetof` against each version's `internal/pycore_frame.h`
+//! (LP64 targets), see `research/stack_capture.md`.
+
+mod frame_layout;
+#[cfg(not(Py_3_12))]
+mod py311;
+#[cfg(all(Py_3_12, not(Py_3_13)))]
+mod py312;
+#[cfg(all(Py_3_13, not(Py_3_14)))]
+mod py313;
+
+#[cfg(not(Py_3_12))]
+use py311::LAYOUT;
+#[cfg(all(Py_3_12, not(Py_3_13)))]
+use py312::LAYOUT;
+#[cfg(all(Py_3_13, not(Py_3_14)))]
+use py313::LAYOUT;
+
+#[cfg(any(Py_3_14, not(target_pointer_width = "64")))]
+compile_error!("memtape supports CPython 3.11, 3.12 and 3.13 on 64-bit platforms");
+
+use pyo3::ffi;
+
+pub(crate) use frame_layout::FrameLayout;
+
+/// The CPython version this build reads frames of, as `(major, minor)`.
+pub(crate) const BUILT_FOR: (u8, u8) = LAYOUT.version;
+
+const FRAME_OWNED_BY_GENERATOR: u8 = 1;
+
+/// One Python frame: the code object's address and the instruction offset (CPython's
+/// `lasti`, in code units; `PyCode_Addr2Line(code, lasti * 2)` gives its line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct RawFrame {
+    pub(crate) code: usize,
+    pub(crate) lasti: i32,
+}
+
+/// # Safety
+/// `base + offset` must be a readable, aligned `T` inside a live object.
+#[inline(always)]
+unsafe fn read<T: Copy>(base: *const u8, offset: usize) -> T {
+    // SAFETY: guaranteed by the caller.
+    unsafe { base.add(offset).cast::<T>().read() }
+}
+
+/// Callers' frames sit just below a frame on CPython's data stack: start loading those
+/// cache lines now, so that following the `previous` chain overlaps its cache misses.
+#[inline(always)]
+fn prefetch_callers(frame: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    for back in [128usize, 256, 384, 512] {
+        let line = frame.wrapping_sub(back);
+        // SAFETY: prefetching is a hint and never faults, whatever the address.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.cast())
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = frame;
+}
+
+/// One physical frame of the chain outside the innermost checked frame, as last walked:
+/// its address and the fields the walk read. `included` counts, outermost first, the
+/// frames of the walk up to and including this one that went into the stack (while a
+/// walk is in progress: 1 if this frame did, else 0).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ChainFrame {
+    pub(crate) addr: usize,
+    code: usize,
+    instr: usize,
+    pub(crate) included: u32,
+}
+
+impl ChainFrame {
+    /// This frame with its running count of included frames.
+    pub(crate) fn counted(self, included: u32) -> Self {
+        Self { included, ..self }
+    }
+}
+
+/// What [`walk`] found.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Walk {
+    /// How many outermost frames are unchanged from `previous`, when known.
+    pub(crate) same: Option<usize>,
+    /// `Some(p)`: the frames from `chain[p]` outward were verified unchanged, so `out`
+    /// holds only the frames inside them and `same` is `chain[p].included`.
+    pub(crate) reused: Option<usize>,
+}
+
+/// How many physical frames past the innermost one may be walked while still looking for
+/// the point where the chain of the last walk begins.
+const MATCH_WINDOW: usize = 8;
+
+/// The index in `chain` (outermost first) of the frame at `addr`, if it is there: the
+/// innermost entry first (a call made from the last walk's innermost frame), else a binary
+/// search, since frames on the data stack lie at increasing addresses inward (a wrong
+/// guess only costs the verification that follows).
+#[inline]
+fn find_in_chain(chain: &[ChainFrame], addr: usize) -> Option<usize> {
+    let last = chain.len().checked_sub(1)?;
+    if chain[last].addr == addr {
+        return Some(last);
+    }
+    let i = chain.partition_point(|c| c.addr < addr);
+    (i < chain.len() && chain[i].addr == addr).then_some(i)
+}
+
+/// Whether the frames from `chain[p]` (which is the live frame at that address) outward
+/// still hold what the last walk read: the same code object, instruction pointer and
+/// caller, down to the end of the chain. Then the walk would read the same frames again.
+/// Each address comes from `chain`, not from the load before it, so the loads overlap
+/// instead of following one another.
+///
+/// # Safety
+/// `chain[p].addr` must be a live frame on the calling thread's current chain (with the
+/// GIL held, or frozen while the thread runs C code).
+#[inline]
+unsafe fn chain_unchanged(chain: &[ChainFrame], p: usize) -> bool {
+    let l = &LAYOUT;
+    let mut i = p;
+    loop {
+        let c = &chain[i];
+        let f = c.addr as *const u8;
+        let expected_previous = if i == 0 { 0 } else { chain[i - 1].addr };
+        // SAFETY: `chain[p]` is live (caller); every other `chain[i]` is read only after
+        // the live frame `chain[i + 1]` was seen to have it as its caller.
+        let (code, instr, previous): (usize, usize, usize) = unsafe {
+            (
+                read(f, l.frame_code),
+                read(f, l.frame_instr),
+                read(f, l.frame_previous),
+            )
+        };
+        if (code ^ c.code) | (instr ^ c.instr) | (previous ^ expected_previous) != 0 {
+            return false;
+        }
+        if i == 0 {
+            return true;
+        }
+        i -= 1;
+    }
+}
+
+/// Appends the complete frames of `tstate`'s Python stack to `out`, innermost first.
+///
+/// `chain` is the physical chain of the last walk (outermost first, see [`ChainFrame`]);
+/// when the walk reaches one of its frames and everything from there outward is unchanged,
+/// it stops there ([`Walk::reused`]). The physical frames walked past the innermost one
+/// are appended to `fresh`, innermost first.
+///
+/// Otherwise [`Walk::same`] tells how many outermost frames are unchanged from `previous`
+/// (a stack stored outermost first), when the depth is the same; `None` when the depth
+/// changed (the caller then compares itself). Comparing while walking costs loads that
+/// overlap the walk's own pointer chase.
+///
+/// # Safety
+/// `tstate` must be the thread state of the calling thread and the calling thread must
+/// hold the GIL (so the frame chain is neither running nor being torn down), or `tstate`
+/// must be null (nothing is appended). `chain` must come from walks of this thread.
+#[inline]
+pub(crate) unsafe fn walk(
+    tstate: *mut ffi::PyThreadState,
+    out: &mut Vec<RawFrame>,
+    previous: &[RawFrame],
+    chain: &[ChainFrame],
+    fresh: &mut Vec<ChainFrame>,
+) -> Walk {
+    let none = Walk {
+        same: None,
+        reused: None,
+    };
+    if tstate.is_null() {
+        return none;
+    }
+    // Frame j from the innermost is previous[m - 1 - j] when the depth is unchanged.
+    let mut expect = previous.iter().rev();
+    // Frames walked up to and including the outermost mismatch so far.
+    let mut changed = 0usize;
+    // Physical frames walked past the innermost one; the chain is searched in the first
+    // few only, and verified at most once.
+    let mut past = 0usize;
+    let mut tried = false;
+    let l = &LAYOUT;
+    let ts = tstate.cast::<u8>().cast_const();
+    // SAFETY: the caller guarantees a live thread state owned by this thread; the offsets
+    // are those of this CPython version's structs, and every pointer read is checked for
+    // null before it is followed.
+    unsafe {
+        let holder: *const u8 = match l.tstate_cframe {
+            Some(off) => read(ts, off),
+            None => ts,
+        };
+        if holder.is_null() {
+            return none;
+        }
+        let mut frame: *const u8 = read(holder, l.current_frame);
+        #[allow(unused_unsafe)]
+        let code_type = std::ptr::addr_of_mut!(ffi::PyCode_Type).cast::<ffi::PyTypeObject>();
+        // Only the innermost Python frame can be incomplete (still setting up, before its
+        // first traceable instruction): a frame that called another one has run. So the
+        // code object itself, a likely cache miss, is read for that frame only.
+        let mut innermost = true;
+        while !frame.is_null() {
+            if !innermost && !tried && past < MATCH_WINDOW {
+                if let Some(p) = find_in_chain(chain, frame as usize) {
+                    tried = true;
+                    // `frame` is live: it was reached from the thread's current frame.
+                    if chain_unchanged(chain, p) {
+                        return Walk {
+                            same: Some(chain[p].included as usize),
+                            reused: Some(p),
+                        };
+                    }
+                }
+            }
+            prefetch_callers(frame);
+            let code: *const u8 = read(frame, l.frame_code);
+            let owner: u8 = read(frame, l.frame_owner);
+            let next: *const u8 = read(frame, l.frame_previous);
+            let instr: *const u8 = read(frame, l.frame_instr);
+            let outer = !innermost;
+            if outer {
+                past += 1;
+                fresh.push(ChainFrame {
+                    addr: frame as usize,
+                    code: code as usize,
+                    instr: instr as usize,
+                    included: 0,
+                });
+            }
+            if code.is_null() || l.owner_cstack == Some(owner) {
+                frame = next;
+                continue;
+            }
+            let start = code.add(l.code_adaptive);
+            if innermost {
+                innermost = false;
+                if l.check_code_type && (*code.cast::<ffi::PyObject>()).ob_type != code_type {
+                    frame = next;
+                    continue;
+                }
+                let first_traceable: i32 = read(code, l.code_firsttraceable);
+                let incomplete = owner != FRAME_OWNED_BY_GENERATOR
+                    && (instr as isize) < (start as isize) + 2 * first_traceable as isize;
+                if incomplete {
+                    frame = next;
+                    continue;
+                }
+            }
+            if outer {
+                if let Some(last) = fresh.last_mut() {
+                    last.included = 1;
+                }
+            }
+            let lasti = ((instr as isize - start as isize) / 2) as i32;
+            let raw = RawFrame {
+                code: code as usize,
+                lasti,
+            };
+            if expect.next() != Some(&raw) {
+                changed = out.len() + 1;
+            }
+            out.push(raw);
+            frame = next;
+        }
+    }
+    Walk {
+        same: (expect.next().is_none() && out.len() == previous.len()).then(|| out.len() - changed),
+        reused: None,
+    }
+}

@@ -1,0 +1,347 @@
+//! PEP 445 hooks on the RAW, MEM and OBJ domains.
+//!
+//! Each hook forwards to the allocator it wraps and, while tracing, records the block.
+//! Rules (DESIGN.md, hot path): never take the GIL, never call into Python, never allocate
+//! through a hooked allocator (Rust's own allocations go to libc `malloc`), and pass nested
+//! calls straight through.
+
+use std::cell::UnsafeCell;
+use std::ffi::c_void;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pyo3::ffi::{self, PyMemAllocatorDomain, PyMemAllocatorEx};
+
+use memtape_core::{Action, EMPTY_STACK};
+
+use crate::cpython::thread_state;
+use crate::record::recorder::{hooks_active, Attribution, HEAP_EVENTS, RECORDER};
+use crate::record::{capture, op_context};
+use crate::thread::hook_mode::{self, HookMode, HookThread};
+use crate::thread::thread_id;
+
+/// The domain tracemalloc uses for the Python allocators.
+const PYTHON_DOMAIN: u32 = 0;
+
+/// One wrapped domain: the allocator we forward to.
+struct HookSlot {
+    domain: PyMemAllocatorDomain,
+    /// RAW hooks may run without the GIL; MEM and OBJ always hold it.
+    gil_held: bool,
+    wrapped: UnsafeCell<PyMemAllocatorEx>,
+    /// Our hooks are somewhere in this domain's allocator chain (possibly wrapped by
+    /// another tracer, so not removable).
+    installed: AtomicBool,
+}
+
+// SAFETY: `wrapped` is written only by `install`, with the GIL held and while this slot's
+// hooks are not installed; hooks only read it. The slots are statics that live forever,
+// so a thread still inside a hook after `uninstall` keeps forwarding correctly.
+unsafe impl Sync for HookSlot {}
+
+const EMPTY_ALLOCATOR: PyMemAllocatorEx = PyMemAllocatorEx {
+    ctx: ptr::null_mut(),
+    malloc: None,
+    calloc: None,
+    realloc: None,
+    free: None,
+};
+
+static SLOTS: [HookSlot; 3] = [
+    HookSlot {
+        domain: PyMemAllocatorDomain::PYMEM_DOMAIN_RAW,
+        gil_held: false,
+        wrapped: UnsafeCell::new(EMPTY_ALLOCATOR),
+        installed: AtomicBool::new(false),
+    },
+    HookSlot {
+        domain: PyMemAllocatorDomain::PYMEM_DOMAIN_MEM,
+        gil_held: true,
+        wrapped: UnsafeCell::new(EMPTY_ALLOCATOR),
+        installed: AtomicBool::new(false),
+    },
+    HookSlot {
+        domain: PyMemAllocatorDomain::PYMEM_DOMAIN_OBJ,
+        gil_held: true,
+        wrapped: UnsafeCell::new(EMPTY_ALLOCATOR),
+        installed: AtomicBool::new(false),
+    },
+];
+
+#[inline(always)]
+fn slot(ctx: *mut c_void) -> &'static HookSlot {
+    // SAFETY: our hooks are only ever installed with `ctx` pointing at one of `SLOTS`.
+    unsafe { &*ctx.cast::<HookSlot>() }
+}
+
+#[inline(always)]
+fn wrapped(slot: &HookSlot) -> &PyMemAllocatorEx {
+    // SAFETY: see `HookSlot`: not written while the hooks that read it can run.
+    unsafe { &*slot.wrapped.get() }
+}
+
+/// The calling thread's state when it holds the GIL (always for MEM/OBJ), else null.
+#[inline(always)]
+fn tstate_for(slot: &HookSlot) -> *mut pyo3::ffi::PyThreadState {
+    if slot.gil_held {
+        thread_state::attached()
+    } else {
+        thread_state::attached_if_holding_gil()
+    }
+}
+
+/// What an event needs besides the block, read before the lock (only when events are on).
+#[inline]
+fn attribution() -> Option<Attribution> {
+    HEAP_EVENTS.load(Ordering::Relaxed).then(|| Attribution {
+        op: op_context::current(),
+        time_ns: thread_id::now_ns(),
+        thread: thread_id::current(),
+    })
+}
+
+/// Records a new block (and the end of the block it replaces, for a realloc) in `domain`.
+/// `thread` is the calling thread's hook state; `tstate` its thread state if it holds the
+/// GIL, else null.
+#[inline]
+pub(crate) fn record_alloc(
+    thread: &HookThread,
+    domain: u32,
+    tstate: *mut pyo3::ffi::PyThreadState,
+    block: *mut c_void,
+    size: usize,
+    moved_from: *mut c_void,
+) {
+    let walked = capture::walk(Some(thread), tstate);
+    let at = attribution();
+    let mut guard = RECORDER.lock();
+    let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
+        return;
+    };
+    if !moved_from.is_null() {
+        if let Some(old) = rec.live.remove(domain, moved_from as u64) {
+            if let Some(at) = &at {
+                rec.push_heap_event(Action::Free, old.addr, old.size, old.stack, at);
+            }
+            if let Some(sink) = rec.capture.as_mut() {
+                sink.free(domain, old.addr, old.size);
+            }
+        }
+    }
+    let stack = walked.intern(rec);
+    // A full table drops this one trace; the traced program keeps running.
+    let _ = rec.live.insert(domain, block as u64, size as u64, stack);
+    if let Some(sink) = rec.capture.as_mut() {
+        sink.alloc(domain, block as u64, size as u64, stack);
+    }
+    if let Some(at) = &at {
+        rec.push_heap_event(Action::Alloc, block as u64, size as u64, stack, at);
+    }
+}
+
+/// Forgets a block of `domain` that is being freed.
+#[inline]
+pub(crate) fn record_free(
+    thread: Option<&HookThread>,
+    domain: u32,
+    tstate: impl FnOnce() -> *mut pyo3::ffi::PyThreadState,
+    block: *mut c_void,
+) {
+    // Events record where a block was freed; memtape's own frees have no user stack.
+    let at = attribution();
+    let walked = match (&at, thread) {
+        (Some(_), Some(t)) if t.mode() == HookMode::Idle => Some(capture::walk(Some(t), tstate())),
+        _ => None,
+    };
+    let mut guard = RECORDER.lock();
+    let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
+        return;
+    };
+    let Some(old) = rec.live.remove(domain, block as u64) else {
+        return;
+    };
+    if let Some(sink) = rec.capture.as_mut() {
+        sink.free(domain, old.addr, old.size);
+    }
+    if let Some(at) = &at {
+        let stack = walked.map_or(EMPTY_STACK, |w| w.intern(rec));
+        rec.push_heap_event(Action::Free, old.addr, old.size, stack, at);
+    }
+}
+
+/// The calling thread's state when this allocation should be recorded: something records,
+/// and the thread is not inside our own code. One TLS lookup.
+#[inline(always)]
+pub(crate) fn recording_thread() -> Option<&'static HookThread> {
+    if !hooks_active() {
+        return None;
+    }
+    hook_mode::thread().filter(|t| t.mode() == HookMode::Idle)
+}
+
+/// Whether this free should be recorded, and the thread's state (None while the thread is
+/// torn down: the free is still recorded). Frees made by memtape's own bookkeeping must
+/// be seen; nested frees inside our hooks are seen by the outer hook.
+#[inline(always)]
+pub(crate) fn free_recording() -> Option<Option<&'static HookThread>> {
+    if !hooks_active() {
+        return None;
+    }
+    let thread = hook_mode::thread();
+    match thread.map_or(HookMode::Untraced, HookThread::mode) {
+        HookMode::Idle | HookMode::Untraced => Some(thread),
+        HookMode::InAllocHook | HookMode::Forking => None,
+    }
+}
+
+/// Runs `alloc` as a recorded allocation on `thread`: nested calls pass through.
+#[inline(always)]
+fn recorded(thread: &HookThread, alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
+    thread.set_mode(HookMode::InAllocHook);
+    let block = alloc();
+    thread.set_mode(HookMode::Idle);
+    block
+}
+
+extern "C" fn hook_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
+    let s = slot(ctx);
+    let w = wrapped(s);
+    let Some(malloc) = w.malloc else {
+        return ptr::null_mut();
+    };
+    let Some(t) = recording_thread() else {
+        return malloc(w.ctx, size);
+    };
+    recorded(t, || {
+        let block = malloc(w.ctx, size);
+        if !block.is_null() {
+            record_alloc(
+                t,
+                PYTHON_DOMAIN,
+                tstate_for(s),
+                block,
+                size,
+                ptr::null_mut(),
+            );
+        }
+        block
+    })
+}
+
+extern "C" fn hook_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
+    let s = slot(ctx);
+    let w = wrapped(s);
+    let Some(calloc) = w.calloc else {
+        return ptr::null_mut();
+    };
+    let Some(t) = recording_thread() else {
+        return calloc(w.ctx, nelem, elsize);
+    };
+    recorded(t, || {
+        let block = calloc(w.ctx, nelem, elsize);
+        if !block.is_null() {
+            let size = nelem.saturating_mul(elsize);
+            record_alloc(
+                t,
+                PYTHON_DOMAIN,
+                tstate_for(s),
+                block,
+                size,
+                ptr::null_mut(),
+            );
+        }
+        block
+    })
+}
+
+extern "C" fn hook_realloc(ctx: *mut c_void, old: *mut c_void, size: usize) -> *mut c_void {
+    let s = slot(ctx);
+    let w = wrapped(s);
+    let Some(realloc) = w.realloc else {
+        return ptr::null_mut();
+    };
+    let Some(t) = recording_thread() else {
+        let block = realloc(w.ctx, old, size);
+        // memtape's own code resizing a traced block: the old trace is gone.
+        if !block.is_null() && !old.is_null() && block != old {
+            if let Some(thread) = free_recording() {
+                record_free(thread, PYTHON_DOMAIN, || tstate_for(s), old);
+            }
+        }
+        return block;
+    };
+    recorded(t, || {
+        let block = realloc(w.ctx, old, size);
+        if !block.is_null() {
+            // Moved or resized in place, the old block ends (its free is recorded) and
+            // the new one begins.
+            record_alloc(t, PYTHON_DOMAIN, tstate_for(s), block, size, old);
+        }
+        block
+    })
+}
+
+extern "C" fn hook_free(ctx: *mut c_void, block: *mut c_void) {
+    let s = slot(ctx);
+    let w = wrapped(s);
+    // Forget the block before it is freed: once freed, another thread may get the same
+    // address and record it.
+    if !block.is_null() {
+        if let Some(thread) = free_recording() {
+            record_free(thread, PYTHON_DOMAIN, || tstate_for(s), block);
+        }
+    }
+    if let Some(free) = w.free {
+        // The libc free beneath is not a native free of its own.
+        crate::native::beneath_wrapper(|| free(w.ctx, block));
+    }
+}
+
+fn is_ours(a: &PyMemAllocatorEx, s: &'static HookSlot) -> bool {
+    // Our slot addresses are unique, so the context pointer identifies our hooks.
+    a.ctx == ptr::from_ref(s).cast_mut().cast()
+}
+
+/// Installs the hooks on every domain where they are not installed yet.
+pub(crate) fn install(_py: pyo3::Python<'_>) {
+    for s in &SLOTS {
+        let mut current = EMPTY_ALLOCATOR;
+        // SAFETY: the GIL is held (proved by `_py`), as PEP 445 requires for get/set.
+        unsafe { ffi::PyMem_GetAllocator(s.domain, &mut current) };
+        if s.installed.load(Ordering::Acquire) || is_ours(&current, s) {
+            // Still in the chain since a stop that could not unwrap: re-wrapping would
+            // make the chain call itself.
+            continue;
+        }
+        // SAFETY: our hooks are not installed on this domain, so no hook reads the slot
+        // while it is written (see `HookSlot`).
+        unsafe { *s.wrapped.get() = current };
+        let mut hooks = PyMemAllocatorEx {
+            ctx: ptr::from_ref(s).cast_mut().cast(),
+            malloc: Some(hook_malloc),
+            calloc: Some(hook_calloc),
+            realloc: Some(hook_realloc),
+            free: Some(hook_free),
+        };
+        // SAFETY: GIL held; `hooks` wraps the allocator saved in the slot.
+        unsafe { ffi::PyMem_SetAllocator(s.domain, &mut hooks) };
+        s.installed.store(true, Ordering::Release);
+    }
+}
+
+/// Removes the hooks where they are still the outermost allocator. Where someone wrapped
+/// them since (another tracer), they stay installed and only forward, since unwrapping
+/// would cut that tracer off.
+pub(crate) fn uninstall(_py: pyo3::Python<'_>) {
+    for s in &SLOTS {
+        let mut current = EMPTY_ALLOCATOR;
+        // SAFETY: GIL held (proved by `_py`).
+        unsafe { ffi::PyMem_GetAllocator(s.domain, &mut current) };
+        if is_ours(&current, s) {
+            let mut original = *wrapped(s);
+            // SAFETY: GIL held; restores exactly the allocator we wrapped.
+            unsafe { ffi::PyMem_SetAllocator(s.domain, &mut original) };
+            s.installed.store(false, Ordering::Release);
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Objects reused from a free list are not allocated again, so their block keeps the
+//! traceback of its first allocation. CPython 3.13 lets a tracer see every new reference
+//! (`PyRefTracer_SetTracer`), which we use to re-stamp such blocks with the current stack,
+//! as tracemalloc does; 3.11 and 3.12 only notify their built-in tracer.
+//!
+//! CPython also reports an object that its finalizer resurrected (a `ResourceWarning`
+//! whose record keeps the unclosed file alive does) as a new reference, from inside its
+//! deallocation. tracemalloc re-stamps it there, so it blames the line that dropped the
+//! object (`del f`). A resurrected object of a garbage-collected type is still tracked by
+//! the collector at that moment, while an object reused from a free list is tracked only
+//! after it is initialised: memtape keeps the traceback of the creation for the former.
+
+#[cfg(Py_3_13)]
+mod imp {
+    use std::ffi::{c_int, c_void};
+    use std::sync::atomic::Ordering;
+
+    use pyo3::ffi;
+    use pyo3::prelude::*;
+
+    use crate::cpython::{object_block, thread_state};
+    use crate::record::capture;
+    use crate::record::recorder::{RECORDER, TRACING};
+    use crate::thread::hook_mode::{self, HookMode};
+
+    type RefTracer = extern "C" fn(*mut ffi::PyObject, c_int, *mut c_void) -> c_int;
+    const PYREFTRACER_CREATE: c_int = 0;
+
+    extern "C" {
+        fn PyRefTracer_SetTracer(tracer: Option<RefTracer>, data: *mut c_void) -> c_int;
+    }
+
+    extern "C" fn on_ref_event(obj: *mut ffi::PyObject, event: c_int, _data: *mut c_void) -> c_int {
+        if event != PYREFTRACER_CREATE || !TRACING.load(Ordering::Relaxed) {
+            return 0;
+        }
+        // SAFETY: CPython calls the tracer with the GIL held and a live object;
+        // PyObject_GC_IsTracked only reads its type flags and GC header.
+        if unsafe { ffi::PyObject_GC_IsTracked(obj) } != 0 {
+            return 0; // resurrected by its finalizer: same object, same creation site
+        }
+        let Some(t) = hook_mode::thread().filter(|t| t.mode() == HookMode::Idle) else {
+            return 0;
+        };
+        t.set_mode(HookMode::InAllocHook);
+        // SAFETY: CPython calls the tracer with the GIL held and a live, initialised
+        // object (its type is set before the tracer runs).
+        let py = unsafe { Python::assume_gil_acquired() };
+        // SAFETY: as above; the borrowed reference is not kept beyond this call.
+        let bound = unsafe { Bound::from_borrowed_ptr(py, obj) };
+        let block = object_block::block_address(&bound) as u64;
+        let walked = capture::walk(Some(t), thread_state::attached());
+        {
+            let mut guard = RECORDER.lock();
+            if let Some(rec) = guard.as_mut().filter(|r| r.tracing) {
+                if let Some(e) = rec.live.get(0, block) {
+                    let stack = walked.intern(rec);
+                    if stack != e.stack {
+                        let _ = rec.live.insert(0, block, e.size, stack);
+                    }
+                }
+            }
+        }
+        t.set_mode(HookMode::Idle);
+        0
+    }
+
+    pub(crate) fn install(_py: Python<'_>) {
+        // SAFETY: GIL held; the tracer is a plain function valid for the process lifetime.
+        unsafe { PyRefTracer_SetTracer(Some(on_ref_event), std::ptr::null_mut()) };
+    }
+
+    pub(crate) fn uninstall(_py: Python<'_>) {
+        // SAFETY: GIL held; removes the tracer (tracemalloc's stop() does the same).
+        unsafe { PyRefTracer_SetTracer(None, std::ptr::null_mut()) };
+    }
+}
+
+#[cfg(not(Py_3_13))]
+mod imp {
+    pub(crate) fn install(_py: pyo3::Python<'_>) {}
+    pub(crate) fn uninstall(_py: pyo3::Python<'_>) {}
+}
+
+pub(crate) use imp::{install, uninstall};

@@ -1,0 +1,498 @@
+//! Native stacks on request: the return addresses between the Python code that called
+//! into C and the allocation, unwound from inside the hook without allocating.
+//!
+//! - The unwinder (framehop, DWARF CFI from each module's `.eh_frame_hdr`/`.eh_frame`
+//!   read in place, with a frame-pointer fallback) is built off the hot path, when native
+//!   stacks start and after every `dlopen`, and published as an immutable snapshot
+//!   behind an atomic pointer: hooks only read it. Replaced snapshots are never freed (a
+//!   hook may still be reading one); they are a few kilobytes per `dlopen`.
+//! - framehop's per-unwind state (its rule cache and the DWARF evaluation space, with
+//!   `MustNotAllocateDuringUnwind`) lives in a pool of caches allocated at start: a hook
+//!   borrows one with a compare-and-swap, and skips the native stack if all are busy.
+//! - Stack reads are bounded by the thread's stack: `[sp, top)`, where `top` comes from
+//!   `pthread_getattr_np` once per thread (for the thread that starts native stacks, at
+//!   start; for others, at their first native stack, with the thread untraced).
+//!
+//! What is kept: frames other than memtape's own (the hook, the launcher) and the
+//! interpreter's own allocating functions (see [`Snapshot::interpreter`]), up to the
+//! innermost `_PyEval_EvalFrameDefault` (the interpreter running the innermost Python
+//! frame), which the Python stack continues. A thread with no Python frame keeps everything up to
+//! [`MAX_NATIVE_FRAMES`].
+
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+
+use framehop::{
+    CacheNative, ExplicitModuleSectionInfo, Module, MustNotAllocateDuringUnwind, UnwindRegsNative,
+    Unwinder, UnwinderNative,
+};
+
+use super::loaded_modules::{loaded_modules, LoadedModule};
+use crate::thread::hook_mode;
+
+/// The most native frames kept per stack.
+pub(crate) const MAX_NATIVE_FRAMES: usize = 64;
+/// The most frames walked per unwind (memtape's own and the kept ones).
+const MAX_WALK: usize = 128;
+/// Caches in the pool: more threads than this unwinding at once go without.
+const CACHE_SLOTS: usize = 16;
+
+type Data = &'static [u8];
+type NativeUnwinder = UnwinderNative<Data, MustNotAllocateDuringUnwind>;
+type NativeCache = CacheNative<MustNotAllocateDuringUnwind>;
+
+/// True while native stacks are captured: checked first (relaxed) by every capture.
+static ENABLED: AtomicBool = AtomicBool::new(false);
+/// How many recordings asked for native stacks.
+static USERS: AtomicUsize = AtomicUsize::new(0);
+
+/// What the hooks unwind with (immutable once published).
+struct Snapshot {
+    unwinder: NativeUnwinder,
+    /// memtape's own object: the hook's frames, skipped.
+    ours: (u64, u64),
+    /// `_PyEval_EvalFrameDefault`: where the Python stack takes over.
+    eval: (u64, u64),
+    /// The interpreter's own object (libpython, or the executable when it is linked in):
+    /// its functions at the innermost end of a stack (`PyObject_Malloc`, `PyList_New`,
+    /// ...) are how the interpreter allocates for whatever called it, and are skipped, so
+    /// a stack starts at the compiled code that called the interpreter, or at the Python
+    /// line.
+    interpreter: (u64, u64),
+}
+
+static SNAPSHOT: AtomicPtr<Snapshot> = AtomicPtr::new(std::ptr::null_mut());
+
+struct CacheSlot {
+    busy: AtomicBool,
+    cache: UnsafeCell<Option<Box<NativeCache>>>,
+}
+
+// SAFETY: `cache` is written only by `fill_caches` (with every slot marked busy) and is
+// otherwise used by the one thread that set `busy` (acquire) until it clears it (release).
+unsafe impl Sync for CacheSlot {}
+
+static CACHES: [CacheSlot; CACHE_SLOTS] = [const {
+    CacheSlot {
+        busy: AtomicBool::new(false),
+        cache: UnsafeCell::new(None),
+    }
+}; CACHE_SLOTS];
+
+thread_local! {
+    // The top of this thread's stack (0: not known yet; 1: being looked up). No
+    // destructor: touching it from a hook never registers anything.
+    static STACK_TOP: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Whether native stacks are being captured.
+#[inline(always)]
+pub(crate) fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// A recording starts capturing native stacks; the first builds the unwinder. Call with
+/// the GIL held, from ordinary code (it allocates).
+pub(crate) fn enable() {
+    if USERS.fetch_add(1, Ordering::AcqRel) == 0 {
+        hook_mode::untraced(|| {
+            fill_caches();
+            refresh();
+            stack_top();
+        });
+        ENABLED.store(true, Ordering::Release);
+    }
+}
+
+/// A recording stops capturing native stacks.
+pub(crate) fn disable() {
+    let left = USERS.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    if left == Ok(1) {
+        ENABLED.store(false, Ordering::Release);
+    }
+}
+
+/// Objects were loaded (or native stacks start): publishes an unwinder that knows every
+/// loaded object.
+pub(crate) fn refresh() {
+    if USERS.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    let snapshot = hook_mode::untraced(build_snapshot);
+    let old = SNAPSHOT.swap(Box::into_raw(Box::new(snapshot)), Ordering::AcqRel);
+    // The old snapshot is leaked on purpose: a hook on another thread may be unwinding
+    // with it right now, and the modules it names are never unloaded by us.
+    let _ = old;
+}
+
+fn fill_caches() {
+    for slot in &CACHES {
+        if slot
+            .busy
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            // SAFETY: this thread holds the slot (busy set above).
+            let cache = unsafe { &mut *slot.cache.get() };
+            if cache.is_none() {
+                *cache = Some(Box::new(NativeCache::new_in()));
+            }
+            slot.busy.store(false, Ordering::Release);
+        }
+    }
+}
+
+fn build_snapshot() -> Snapshot {
+    let mut modules = loaded_modules();
+    modules.sort_by_key(|m| m.range().0);
+    let mut unwinder = NativeUnwinder::new();
+    let here = build_snapshot as *const () as u64;
+    let eval = function_range(c"_PyEval_EvalFrameDefault");
+    let mut ours = (0, 0);
+    let mut interpreter = (0, 0);
+    let mut last_end = 0;
+    for m in &modules {
+        let range = m.range();
+        if m.contains(here) {
+            ours = range;
+        }
+        if eval.0 != 0 && m.contains(eval.0) {
+            interpreter = range;
+        }
+        // framehop wants disjoint ranges in address order.
+        if range.0 < last_end || range.0 >= range.1 {
+            continue;
+        }
+        last_end = range.1;
+        unwinder.add_module(Module::new(
+            m.path.clone(),
+            range.0..range.1,
+            m.base,
+            section_info(m),
+        ));
+    }
+    Snapshot {
+        unwinder,
+        ours,
+        eval,
+        interpreter,
+    }
+}
+
+/// A slice of the process' own memory at file address `svma` of `m`.
+///
+/// # Safety
+/// `[svma, svma + len)` must lie inside one of `m`'s loaded segments.
+unsafe fn mapped(m: &LoadedModule, svma: u64, len: u64) -> Data {
+    // SAFETY: guaranteed by the caller; loaded segments stay mapped while the object is
+    // loaded, and memtape never unloads objects (see the module documentation).
+    unsafe { std::slice::from_raw_parts((m.base + svma) as *const u8, len as usize) }
+}
+
+fn section_info(m: &LoadedModule) -> ExplicitModuleSectionInfo<Data> {
+    let mut info = ExplicitModuleSectionInfo {
+        base_svma: 0,
+        ..Default::default()
+    };
+    if let Some((lo, hi)) = m.text() {
+        info.text_svma = Some(lo..hi);
+        if m.segment_of(lo).is_some_and(|s| s.1 >= hi) {
+            // SAFETY: one executable segment spans `[lo, hi)`.
+            info.text = Some(unsafe { mapped(m, lo, hi - lo) });
+        }
+    }
+    let Some((hdr, hdr_len)) = m.eh_frame_hdr else {
+        return info;
+    };
+    let Some(segment) = m.segment_of(hdr).filter(|s| s.1 >= hdr + hdr_len) else {
+        return info;
+    };
+    // SAFETY: the header lies inside `segment`, a loaded segment.
+    let hdr_bytes = unsafe { mapped(m, hdr, hdr_len) };
+    let Some(eh_frame) = eh_frame_address(hdr, hdr_bytes) else {
+        return info;
+    };
+    let Some(eh_segment) = m.segment_of(eh_frame) else {
+        return info;
+    };
+    let _ = segment;
+    info.eh_frame_hdr_svma = Some(hdr..hdr + hdr_len);
+    info.eh_frame_hdr = Some(hdr_bytes);
+    info.eh_frame_svma = Some(eh_frame..eh_segment.1);
+    // SAFETY: `.eh_frame` runs at most to the end of the segment holding it.
+    info.eh_frame = Some(unsafe { mapped(m, eh_frame, eh_segment.1 - eh_frame) });
+    info
+}
+
+/// `.eh_frame`'s file address, from `.eh_frame_hdr` (at file address `hdr`).
+fn eh_frame_address(hdr: u64, bytes: &[u8]) -> Option<u64> {
+    const PCREL_SDATA4: u8 = 0x1b;
+    const UDATA4: u8 = 0x03;
+    const SDATA4: u8 = 0x0b;
+    const ABSPTR: u8 = 0x00;
+    if bytes.first() != Some(&1) {
+        return None;
+    }
+    let word = |n: usize| bytes.get(4..4 + n);
+    match *bytes.get(1)? {
+        PCREL_SDATA4 => {
+            let delta = i32::from_le_bytes(word(4)?.try_into().ok()?);
+            Some((hdr + 4).wrapping_add_signed(i64::from(delta)))
+        }
+        UDATA4 => Some(u64::from(u32::from_le_bytes(word(4)?.try_into().ok()?))),
+        SDATA4 => Some(i32::from_le_bytes(word(4)?.try_into().ok()?) as u64),
+        ABSPTR => Some(u64::from_le_bytes(word(8)?.try_into().ok()?)),
+        _ => None,
+    }
+}
+
+/// glibc's `dladdr1` flag asking for the symbol's `ElfW(Sym)` (dlfcn.h).
+const RTLD_DL_SYMENT: libc::c_int = 1;
+
+/// Where the global function `name` is, `(0, 0)` if not found.
+fn function_range(name: &std::ffi::CStr) -> (u64, u64) {
+    // SAFETY: dlsym and dladdr1 read the loader's tables; `info` and `sym` are written by
+    // dladdr1 and only read when it succeeds.
+    unsafe {
+        let addr = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
+        if addr.is_null() {
+            return (0, 0);
+        }
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        let mut sym: *mut libc::Elf64_Sym = std::ptr::null_mut();
+        let found = libc::dladdr1(addr, &mut info, (&raw mut sym).cast(), RTLD_DL_SYMENT);
+        let size = if found != 0 && !sym.is_null() {
+            (*sym).st_size
+        } else {
+            0
+        };
+        let start = addr as u64;
+        // Without a size, only its first instruction is known.
+        (start, start + size.max(1))
+    }
+}
+
+/// The top of the calling thread's stack, looked up once (0 while unknown).
+fn stack_top() -> u64 {
+    let known = STACK_TOP.try_with(Cell::get).unwrap_or(1);
+    if known > 1 {
+        return known;
+    }
+    if known == 1 {
+        return 0; // being looked up further out on this thread, or torn down
+    }
+    STACK_TOP.set(1);
+    let top = hook_mode::untraced(|| {
+        // SAFETY: `attr` is initialised by pthread_getattr_np before it is read and
+        // destroyed once; `addr`/`size` are written by pthread_attr_getstack.
+        unsafe {
+            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+            if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+                return 0;
+            }
+            let mut addr: *mut libc::c_void = std::ptr::null_mut();
+            let mut size: usize = 0;
+            let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
+            libc::pthread_attr_destroy(&mut attr);
+            if ok {
+                addr as u64 + size as u64
+            } else {
+                0
+            }
+        }
+    });
+    STACK_TOP.set(if top > 1 { top } else { 1 });
+    top
+}
+
+/// Borrows a cache from the pool; returned by [`CacheLease`]'s drop.
+struct CacheLease(&'static CacheSlot);
+
+impl CacheLease {
+    fn take(start: usize) -> Option<CacheLease> {
+        (0..CACHE_SLOTS).find_map(|i| {
+            let slot = &CACHES[(start + i) % CACHE_SLOTS];
+            slot.busy
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+                .then_some(CacheLease(slot))
+        })
+    }
+
+    fn cache(&mut self) -> Option<&mut NativeCache> {
+        // SAFETY: this lease holds the slot (busy) until it is dropped.
+        unsafe { &mut *self.0.cache.get() }.as_deref_mut()
+    }
+}
+
+impl Drop for CacheLease {
+    fn drop(&mut self) {
+        self.0.busy.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn registers() -> (u64, u64, u64) {
+    let (pc, sp, bp): (u64, u64, u64);
+    // SAFETY: reads the instruction, stack and frame pointers; touches no memory.
+    unsafe {
+        std::arch::asm!(
+            "lea {pc}, [rip]",
+            "mov {sp}, rsp",
+            "mov {bp}, rbp",
+            pc = out(reg) pc,
+            sp = out(reg) sp,
+            bp = out(reg) bp,
+            options(nomem, nostack, preserves_flags),
+        );
+    }
+    (pc, sp, bp)
+}
+
+/// Unwinds the calling thread's native stack into `out` (innermost first) and returns
+/// how many frames were kept: return addresses after memtape's own frames, up to the
+/// interpreter's eval loop. Never allocates; 0 when native stacks are off, or no cache
+/// is free, or the thread's stack bounds are unknown.
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+pub(crate) fn capture(out: &mut [u64; MAX_NATIVE_FRAMES]) -> usize {
+    if !enabled() {
+        return 0;
+    }
+    let snapshot = SNAPSHOT.load(Ordering::Acquire);
+    if snapshot.is_null() {
+        return 0;
+    }
+    // SAFETY: published snapshots are never freed.
+    let snapshot = unsafe { &*snapshot };
+    let top = stack_top();
+    if top == 0 {
+        return 0;
+    }
+    let (pc, sp, bp) = registers();
+    let Some(mut lease) = CacheLease::take(sp as usize >> 16) else {
+        return 0;
+    };
+    let Some(cache) = lease.cache() else {
+        return 0;
+    };
+    let mut read_stack = |addr: u64| -> Result<u64, ()> {
+        if addr < sp || addr.saturating_add(8) > top || addr % 8 != 0 {
+            return Err(());
+        }
+        // SAFETY: `[sp, top)` is this thread's own mapped stack, above the live frame.
+        Ok(unsafe { std::ptr::read_volatile(addr as *const u64) })
+    };
+    let regs = UnwindRegsNative::new(pc, sp, bp);
+    let mut frames = snapshot
+        .unwinder
+        .iter_frames(pc, regs, cache, &mut read_stack);
+    let in_range = |r: (u64, u64), a: u64| r.0 <= a && a < r.1;
+    let mut kept = 0;
+    for _ in 0..MAX_WALK {
+        let Ok(Some(frame)) = frames.next() else {
+            break;
+        };
+        let lookup = frame.address_for_lookup();
+        // memtape's own frames: the hook, and memtape code that calls into Python (the
+        // launcher running the program) are never part of the program's stack.
+        if in_range(snapshot.ours, lookup) {
+            continue;
+        }
+        if in_range(snapshot.eval, lookup) {
+            break;
+        }
+        if kept == 0 && in_range(snapshot.interpreter, lookup) {
+            continue;
+        }
+        out[kept] = frame.address();
+        kept += 1;
+        if kept == MAX_NATIVE_FRAMES {
+            break;
+        }
+    }
+    kept
+}
+
+/// Native stacks are only unwound on x86-64 for now.
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) fn capture(_out: &mut [u64; MAX_NATIVE_FRAMES]) -> usize {
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eh_frame_pointer_encodings() {
+        // version 1, pcrel|sdata4, then -0x10 from hdr + 4.
+        let bytes = [1, 0x1b, 3, 0x3b, 0xf0, 0xff, 0xff, 0xff];
+        assert_eq!(eh_frame_address(0x1000, &bytes), Some(0x1000 + 4 - 0x10));
+        assert_eq!(eh_frame_address(0x1000, &[2, 0x1b, 0, 0, 0, 0, 0, 0]), None);
+        assert_eq!(eh_frame_address(0x1000, &[1, 0x1b]), None);
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod no_allocation {
+    //! The unwinder never allocates: a counting global allocator (this test binary's)
+    //! counts what the unwinding thread allocates while it unwinds.
+
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    struct Counting;
+
+    static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+    thread_local! {
+        static COUNTING: Cell<bool> = const { Cell::new(false) };
+    }
+
+    // SAFETY: forwards every call to the system allocator unchanged.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            if COUNTING.with(Cell::get) {
+                ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            }
+            // SAFETY: the caller's layout, passed on.
+            unsafe { System.alloc(layout) }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: `ptr` came from `System.alloc` with this layout.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    #[global_allocator]
+    static GLOBAL: Counting = Counting;
+
+    #[test]
+    fn unwinding_allocates_nothing_and_finds_the_callers() {
+        enable();
+        let modules = loaded_modules();
+        let mut out = [0; MAX_NATIVE_FRAMES];
+        let mut kept = [0; 200];
+        COUNTING.set(true);
+        for n in &mut kept {
+            *n = capture(&mut out);
+        }
+        COUNTING.set(false);
+        disable();
+        assert_eq!(ALLOCATIONS.load(Ordering::Relaxed), 0);
+        // Past this test binary's own frames, the thread's start in libc.
+        assert!(kept.iter().all(|&n| n == kept[0] && n >= 1), "{kept:?}");
+        for &ip in &out[..kept[0]] {
+            assert!(
+                modules.iter().any(|m| m.contains(ip - 1)),
+                "{ip:#x} in no module"
+            );
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Turning the calling thread's Python stack into a stack id, incrementally.
+//!
+//! Each thread keeps the frames of its previous capture (outermost first) with their ids.
+//! A new capture walks the frames (no lock), finds how many outer frames are unchanged,
+//! and interns only the changed inner part, usually one or two frames.
+
+use memtape_core::{native_frame_code, StackId, EMPTY_STACK};
+use pyo3::ffi;
+
+use crate::cpython::frames;
+use crate::native::unwind::native_stacks;
+use crate::record::recorder::Recorder;
+use crate::thread::hook_mode::HookThread;
+use crate::thread::thread_capture::ThreadCapture;
+
+impl ThreadCapture {
+    /// Interns the native frames just unwound on top of the Python stack `base`, reusing
+    /// the ids of the outer frames unchanged since the previous native capture (on the
+    /// same Python stack, in the same recorder generation).
+    fn intern_native(&mut self, rec: &mut Recorder, base: StackId) -> StackId {
+        let n = std::mem::take(&mut self.native_len);
+        let reusable =
+            self.prev_native_generation == rec.generation && self.prev_native_base == base;
+        let same = if reusable {
+            self.prev_native[..self.prev_native_len]
+                .iter()
+                .zip(self.native[..n].iter().rev())
+                .take_while(|(a, b)| a == b)
+                .count()
+        } else {
+            0
+        };
+        let mut id = match same {
+            0 => base,
+            k => self.prev_native_ids[k - 1],
+        };
+        let mut len = same;
+        for &ip in self.native[..n - same].iter().rev() {
+            match rec.stacks.intern(id, native_frame_code(ip), 0) {
+                Some((next, _)) => id = next,
+                None => break,
+            }
+            self.prev_native[len] = ip;
+            self.prev_native_ids[len] = id;
+            len += 1;
+        }
+        self.prev_native_len = len;
+        self.prev_native_base = base;
+        self.prev_native_generation = rec.generation;
+        id
+    }
+
+    fn intern_walked(&mut self, rec: &mut Recorder) -> StackId {
+        if self.generation != rec.generation {
+            // The frames stay valid (they are what is on the stack); their ids do not.
+            self.ids.clear();
+            self.generation = rec.generation;
+        }
+        let n = self.walked.len();
+        let (same, new) = match self.outcome {
+            frames::Walk {
+                same: Some(same),
+                reused: Some(_),
+            } => (same, n),
+            frames::Walk {
+                same: Some(same),
+                reused: None,
+            } => (same, n - same),
+            frames::Walk { same: None, .. } => {
+                let same = self
+                    .frames
+                    .iter()
+                    .zip(self.walked.iter().rev())
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                (same, n - same)
+            }
+        };
+        // The inner frames often repeat the last capture's too (an allocation at the same
+        // line as the one before): those need no interning.
+        let repeated = self.frames[same.min(self.frames.len())..]
+            .iter()
+            .zip(self.walked[..new].iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let (same, new) = (same + repeated, new - repeated);
+        if new == 0 && same == self.frames.len() && same == self.ids.len() {
+            if let Some(&id) = self.ids.last() {
+                self.commit_chain(true);
+                return id;
+            }
+        }
+        self.frames.truncate(same);
+        self.ids.truncate(same);
+        let mut id = self.ids.last().copied().unwrap_or(EMPTY_STACK);
+        // Outer frames kept from an earlier generation are interned again first.
+        let mut complete = true;
+        while self.ids.len() < self.frames.len() {
+            let f = self.frames[self.ids.len()];
+            match rec.intern_frame(id, f.code, f.lasti) {
+                Some(next) => id = next,
+                None => {
+                    complete = false;
+                    self.frames.truncate(self.ids.len());
+                    break;
+                }
+            }
+            self.ids.push(id);
+        }
+        if complete {
+            for f in self.walked[..new].iter().rev() {
+                match rec.intern_frame(id, f.code, f.lasti) {
+                    Some(next) => id = next,
+                    None => {
+                        complete = false;
+                        break;
+                    }
+                }
+                self.frames.push(*f);
+                self.ids.push(id);
+            }
+        }
+        self.commit_chain(complete);
+        id
+    }
+
+    /// Makes the physical chain describe `frames` after a walk was interned (or forgets
+    /// it when not every frame could be interned).
+    fn commit_chain(&mut self, complete: bool) {
+        match self.outcome.reused {
+            Some(p) if complete => self.chain.truncate(p + 1),
+            _ => self.chain.clear(),
+        }
+        if !complete {
+            return;
+        }
+        let mut count = self.chain.last().map_or(0, |c| c.included);
+        for f in self.fresh.iter().rev() {
+            count += f.included;
+            self.chain.push(f.counted(count));
+        }
+        debug_assert!(count as usize <= self.frames.len());
+    }
+
+    fn last_id(&self, rec: &Recorder) -> StackId {
+        if self.generation == rec.generation {
+            self.ids.last().copied().unwrap_or(EMPTY_STACK)
+        } else {
+            EMPTY_STACK
+        }
+    }
+}
+
+/// A capture in progress: the stack was walked (without the lock) and is interned once
+/// the recorder is locked.
+pub(crate) struct Walked<'t> {
+    thread: Option<&'t HookThread>,
+    walked: bool,
+}
+
+/// Walks the calling thread's stack into `thread`'s cache (the calling thread's own
+/// state). `tstate` must be the calling thread's state with the GIL held, or the calling
+/// thread's own state while it runs C code without the GIL (native hooks: its frames
+/// cannot change meanwhile), or null (then the thread's last captured stack is used).
+#[inline]
+pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState) -> Walked<'_> {
+    if native_stacks::enabled() {
+        if let Some(Ok(mut cap)) = thread.map(|t| t.capture.try_borrow_mut()) {
+            let cap = &mut *cap;
+            cap.native_len = native_stacks::capture(&mut cap.native);
+        }
+    }
+    let walked = match thread {
+        Some(t) if !tstate.is_null() => match t.capture.try_borrow_mut() {
+            Ok(mut cap) => {
+                let cap = &mut *cap;
+                cap.walked.clear();
+                cap.fresh.clear();
+                // SAFETY: the caller passes this thread's own thread state, with the GIL or
+                // from C code that released it (its frames are frozen until it returns);
+                // the chain comes from this thread's earlier walks.
+                cap.outcome = unsafe {
+                    frames::walk(
+                        tstate,
+                        &mut cap.walked,
+                        &cap.frames,
+                        &cap.chain,
+                        &mut cap.fresh,
+                    )
+                };
+                true
+            }
+            Err(_) => false,
+        },
+        _ => false,
+    };
+    Walked { thread, walked }
+}
+
+impl Walked<'_> {
+    /// The stack id for the walked stack, interned in `rec` (the recorder lock is held).
+    #[inline]
+    pub(crate) fn intern(self, rec: &mut Recorder) -> StackId {
+        let Some(t) = self.thread else {
+            return EMPTY_STACK;
+        };
+        match t.capture.try_borrow_mut() {
+            Ok(mut cap) => {
+                let python = if self.walked {
+                    cap.intern_walked(rec)
+                } else {
+                    cap.last_id(rec)
+                };
+                if cap.native_len == 0 {
+                    python
+                } else {
+                    cap.intern_native(rec, python)
+                }
+            }
+            Err(_) => EMPTY_STACK,
+        }
+    }
+}

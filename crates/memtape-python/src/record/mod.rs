@@ -1,0 +1,10 @@
+//! Where an event is recorded: the stack capture that turns the calling thread's stack
+//! into a stack id, the recorder (live table, event ring, the capture sink it feeds)
+//! behind its spin lock, op contexts, and the entry for events frameworks report.
+
+pub(crate) mod capture;
+pub(crate) mod framework_events;
+pub(crate) mod native_state;
+pub(crate) mod op_context;
+pub(crate) mod recorder;
+pub(crate) mod spin_lock;

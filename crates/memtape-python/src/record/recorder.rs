@@ -1,0 +1,410 @@
+//! The process-wide recorder: interned stacks, live blocks, the event ring, framework
+//! allocator state and the code objects stacks reference, behind one spin lock.
+//!
+//! Two sinks share the stacks and the live table: tracemalloc (live traces) and the event
+//! recorder (the last N events). Stacks are forgotten only when neither needs them.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use memtape_core::{
+    Action, AllocatorState, Event, EventRing, LiveTable, StackId, StackTable, HOST_DEVICE,
+};
+use pyo3::ffi;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::record::op_context::{self, OpContext};
+use crate::record::spin_lock::SpinLock;
+use crate::sinks::capture_sink::CaptureSink;
+
+/// Largest traceback limit, as in tracemalloc.
+pub(crate) const MAX_NFRAME: u32 = 65535;
+
+/// True while tracemalloc traces: checked first by every hook (relaxed), then again under
+/// the lock.
+pub(crate) static TRACING: AtomicBool = AtomicBool::new(false);
+
+/// True while Python-heap events are recorded.
+pub(crate) static HEAP_EVENTS: AtomicBool = AtomicBool::new(false);
+
+/// True while a capture file is being recorded.
+pub(crate) static CAPTURING: AtomicBool = AtomicBool::new(false);
+
+/// The traceback limit (tracemalloc's `nframe`); kept after `stop()`.
+pub(crate) static NFRAME: AtomicU32 = AtomicU32::new(1);
+
+/// The recorder; `None` until first used.
+pub(crate) static RECORDER: SpinLock<Option<Recorder>> = SpinLock::new(None);
+
+/// Whether the hooks have anything to do.
+#[inline(always)]
+pub(crate) fn hooks_active() -> bool {
+    TRACING.load(Ordering::Relaxed)
+        || HEAP_EVENTS.load(Ordering::Relaxed)
+        || CAPTURING.load(Ordering::Relaxed)
+        || crate::record::native_state::ACTIVE.load(Ordering::Relaxed)
+}
+
+/// How events are being recorded.
+pub(crate) struct EventSink {
+    pub(crate) ring: EventRing,
+    /// False once recording was turned off: the kept events stay readable.
+    pub(crate) recording: bool,
+    pub(crate) min_size: u64,
+    pub(crate) python_heap: bool,
+    pub(crate) framework: bool,
+    /// Native blocks are recorded too (device [`memtape_core::NATIVE_DEVICE`]).
+    pub(crate) native: bool,
+    /// Frames kept per event stack when events are read.
+    pub(crate) max_frames: u32,
+}
+
+impl EventSink {
+    fn accepts(&self, action: Action, size: u64) -> bool {
+        self.recording
+            && size >= self.min_size
+            && if action.is_python_heap() {
+                self.python_heap
+            } else {
+                self.framework
+            }
+    }
+}
+
+/// Interned op names; id 0 is "no op".
+#[derive(Default)]
+pub(crate) struct OpNames {
+    names: Vec<String>,
+    ids: FxHashMap<String, u32>,
+}
+
+impl OpNames {
+    pub(crate) fn intern(&mut self, name: &str) -> u32 {
+        if self.names.is_empty() {
+            self.names.push(String::new());
+        }
+        if let Some(id) = self.ids.get(name) {
+            return *id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_owned());
+        self.ids.insert(name.to_owned(), id);
+        id
+    }
+
+    pub(crate) fn all(&self) -> Vec<String> {
+        if self.names.is_empty() {
+            vec![String::new()]
+        } else {
+            self.names.clone()
+        }
+    }
+}
+
+/// Everything recorded.
+pub(crate) struct Recorder {
+    /// tracemalloc is tracing (re-checked under the lock).
+    pub(crate) tracing: bool,
+    /// Bumped whenever stacks are forgotten: stack ids and traceback handles from older
+    /// generations are stale.
+    pub(crate) generation: u64,
+    pub(crate) stacks: StackTable,
+    pub(crate) live: LiveTable,
+    pub(crate) events: Option<EventSink>,
+    /// The capture file being recorded, if any.
+    pub(crate) capture: Option<CaptureSink>,
+    pub(crate) allocators: AllocatorState,
+    pub(crate) ops: OpNames,
+    /// Code objects referenced by `stacks`, each holding one strong reference, so that
+    /// their addresses stay unique and their line tables readable until forgotten.
+    codes: FxHashSet<usize>,
+    /// Native memory (blocks and mappings seen by the GOT hooks).
+    pub(crate) native: crate::record::native_state::NativeState,
+    /// Set while interning the stack of a thread that does not hold the GIL (a native
+    /// hook): code objects seen for the first time are referenced later, by the next
+    /// interning with the GIL (their frames keep them alive meanwhile).
+    pub(crate) without_gil: bool,
+    /// Code objects in `codes` not referenced yet (see `without_gil`).
+    unreferenced_codes: Vec<usize>,
+}
+
+/// Code objects whose references must be dropped with the GIL held and the lock released.
+#[must_use]
+pub(crate) struct ReleasedCodes(Vec<usize>);
+
+/// What an event is attributed to, decided before the lock is taken.
+#[derive(Clone, Copy)]
+pub(crate) struct Attribution {
+    pub(crate) op: Option<OpContext>,
+    pub(crate) time_ns: u64,
+    pub(crate) thread: u32,
+}
+
+impl Recorder {
+    fn new(generation: u64) -> Self {
+        Self {
+            tracing: false,
+            generation,
+            stacks: StackTable::new(),
+            live: LiveTable::new(),
+            events: None,
+            capture: None,
+            allocators: AllocatorState::new(),
+            ops: OpNames::default(),
+            codes: FxHashSet::default(),
+            native: crate::record::native_state::NativeState::default(),
+            without_gil: false,
+            unreferenced_codes: Vec::new(),
+        }
+    }
+
+    /// Whether Python-heap blocks are being followed (by either sink).
+    #[inline]
+    pub(crate) fn follows_heap(&self) -> bool {
+        self.tracing
+            || self.capture.is_some()
+            || self
+                .events
+                .as_ref()
+                .is_some_and(|e| e.recording && e.python_heap)
+    }
+
+    /// Whether stack ids must stay valid (events or a capture refer to them).
+    fn stacks_in_use(&self) -> bool {
+        self.events.is_some() || self.capture.is_some()
+    }
+
+    /// Interns one frame; takes a reference on a code object seen for the first time.
+    /// Must be called with the GIL held. `None` when the stack table is full.
+    #[inline]
+    pub(crate) fn intern_frame(
+        &mut self,
+        parent: StackId,
+        code: usize,
+        lasti: i32,
+    ) -> Option<StackId> {
+        if !self.without_gil && !self.unreferenced_codes.is_empty() {
+            for code in std::mem::take(&mut self.unreferenced_codes) {
+                // SAFETY: the GIL is held (see below). Each code object was interned from a
+                // live frame of a thread running C code without the GIL; that frame keeps
+                // it alive until its thread takes the GIL back and returns. The reference
+                // is taken by the first interning with the GIL after that, by any thread:
+                // only code that dies in between, with no new frame interned anywhere
+                // meanwhile (compiled at run time and dropped right after its C call),
+                // could be missed (README, native memory, what is not seen).
+                unsafe { ffi::Py_INCREF(code as *mut ffi::PyObject) };
+            }
+        }
+        let (id, created) = self.stacks.intern(parent, code, lasti)?;
+        if created && self.codes.insert(code) {
+            if self.without_gil {
+                self.unreferenced_codes.push(code);
+            } else {
+                // SAFETY: `code` is the code object of a frame of the calling thread,
+                // which holds the GIL; taking a strong reference neither allocates nor
+                // runs code.
+                unsafe { ffi::Py_INCREF(code as *mut ffi::PyObject) };
+            }
+        }
+        Some(id)
+    }
+
+    /// The stack an event is attributed to: the op context's traceback when it is valid,
+    /// else `own`.
+    #[inline]
+    pub(crate) fn attributed_stack(&self, op: Option<OpContext>, own: StackId) -> (StackId, u32) {
+        match op {
+            Some(ctx) => match op_context::resolve(ctx.traceback, self.generation) {
+                Some(Some(stack)) => (stack, ctx.op),
+                Some(None) | None => (own, ctx.op),
+            },
+            None => (own, 0),
+        }
+    }
+
+    /// Records a Python-heap event if the event sink wants it.
+    #[inline]
+    pub(crate) fn push_heap_event(
+        &mut self,
+        action: Action,
+        addr: u64,
+        size: u64,
+        own: StackId,
+        at: &Attribution,
+    ) {
+        let Some(sink) = self.events.as_ref() else {
+            return;
+        };
+        if !sink.accepts(action, size) {
+            return;
+        }
+        let (stack, op) = self.attributed_stack(at.op, own);
+        if let Some(sink) = self.events.as_mut() {
+            sink.ring.push(Event {
+                action,
+                addr,
+                size,
+                requested_size: size,
+                device: HOST_DEVICE,
+                stream: 0,
+                thread: at.thread,
+                time_ns: at.time_ns,
+                stack,
+                op,
+            });
+        }
+    }
+
+    /// Records a framework event if the sink wants it.
+    pub(crate) fn push_framework_event(&mut self, event: Event) {
+        if let Some(sink) = self.events.as_mut() {
+            if sink.accepts(event.action, event.size) {
+                sink.ring.push(event);
+            }
+        }
+    }
+
+    /// Forgets all stacks and live blocks, returning the code objects to release.
+    fn forget_stacks(&mut self) -> ReleasedCodes {
+        let unreferenced: FxHashSet<usize> = std::mem::take(&mut self.unreferenced_codes)
+            .into_iter()
+            .collect();
+        let codes = std::mem::take(&mut self.codes)
+            .into_iter()
+            .filter(|c| !unreferenced.contains(c))
+            .collect();
+        self.stacks.clear();
+        self.live.clear();
+        self.allocators.forget_stacks();
+        self.generation += 1;
+        ReleasedCodes(codes)
+    }
+
+    /// Bytes used by the recorder's tables.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.stacks.memory_bytes()
+            + self.live.memory_bytes()
+            + self.codes.capacity() * std::mem::size_of::<usize>()
+            + self.events.as_ref().map_or(0, |e| e.ring.memory_bytes())
+    }
+}
+
+impl ReleasedCodes {
+    /// Drops the references. Call with the GIL held and the recorder unlocked: freeing a
+    /// code object runs our free hook, which takes the lock.
+    pub(crate) fn release(self, _py: pyo3::Python<'_>) {
+        for code in self.0 {
+            // SAFETY: we took exactly one strong reference on each of these code objects
+            // in `intern_frame`, and the GIL is held (proved by `_py`).
+            unsafe { ffi::Py_DECREF(code as *mut ffi::PyObject) };
+        }
+    }
+}
+
+/// Runs `f` on the recorder, creating it first if needed.
+pub(crate) fn with_recorder<R>(f: impl FnOnce(&mut Recorder) -> R) -> R {
+    let mut guard = RECORDER.lock();
+    let rec = guard.get_or_insert_with(|| Recorder::new(0));
+    f(rec)
+}
+
+fn publish_flags(rec: &Recorder) {
+    TRACING.store(rec.tracing, Ordering::Release);
+    let heap = rec
+        .events
+        .as_ref()
+        .is_some_and(|e| e.recording && e.python_heap);
+    HEAP_EVENTS.store(heap, Ordering::Release);
+    CAPTURING.store(rec.capture.is_some(), Ordering::Release);
+}
+
+/// Makes the hooks' quick flags match the recorder.
+pub(crate) fn publish() {
+    with_recorder(|rec| publish_flags(rec));
+}
+
+/// tracemalloc's start: traces from now on (earlier blocks are forgotten).
+pub(crate) fn start_tracing() {
+    with_recorder(|rec| {
+        rec.live.clear();
+        rec.tracing = true;
+        publish_flags(rec);
+    });
+}
+
+/// tracemalloc's stop: traces are cleared; stacks too unless events still need them.
+pub(crate) fn stop_tracing() -> Option<ReleasedCodes> {
+    with_recorder(|rec| {
+        rec.tracing = false;
+        publish_flags(rec);
+        if !rec.stacks_in_use() {
+            Some(rec.forget_stacks())
+        } else {
+            if !rec.follows_heap() {
+                rec.live.clear();
+            }
+            None
+        }
+    })
+}
+
+/// tracemalloc's clear_traces.
+pub(crate) fn clear_traces() -> Option<ReleasedCodes> {
+    with_recorder(|rec| {
+        if !rec.stacks_in_use() {
+            Some(rec.forget_stacks())
+        } else {
+            rec.live.clear();
+            None
+        }
+    })
+}
+
+/// Settings of an event recording.
+pub(crate) struct EventSettings {
+    pub(crate) max_entries: usize,
+    pub(crate) min_size: u64,
+    pub(crate) python_heap: bool,
+    pub(crate) framework: bool,
+    pub(crate) native: bool,
+    pub(crate) max_frames: u32,
+}
+
+/// Starts a new event recording (earlier events are dropped).
+pub(crate) fn start_events(settings: EventSettings) -> Option<ReleasedCodes> {
+    with_recorder(|rec| {
+        let released = (!rec.tracing && rec.capture.is_none()).then(|| rec.forget_stacks());
+        rec.events = Some(EventSink {
+            ring: EventRing::new(settings.max_entries),
+            recording: true,
+            min_size: settings.min_size,
+            python_heap: settings.python_heap,
+            framework: settings.framework,
+            native: settings.native,
+            max_frames: settings.max_frames,
+        });
+        publish_flags(rec);
+        released
+    })
+}
+
+/// Stops recording events; the kept events stay readable.
+pub(crate) fn stop_events() {
+    with_recorder(|rec| {
+        if let Some(sink) = rec.events.as_mut() {
+            sink.recording = false;
+        }
+        publish_flags(rec);
+        if !rec.follows_heap() {
+            rec.live.clear();
+        }
+    });
+}
+
+/// Whether events are being recorded now.
+pub(crate) fn events_recording() -> bool {
+    RECORDER
+        .lock()
+        .as_ref()
+        .and_then(|r| r.events.as_ref())
+        .is_some_and(|e| e.recording)
+}

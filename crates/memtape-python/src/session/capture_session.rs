@@ -1,0 +1,212 @@
+//! A capture file's session: starting it (the file, the flusher thread, the hooks), the
+//! flusher that writes full blocks without the lock or the GIL (so a killed process leaves
+//! every flushed block readable), marks, stopping it, and a forked child's share.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use memtape_core::capture::CaptureFileWriter;
+use pyo3::exceptions::{PyOSError, PyRuntimeError};
+use pyo3::prelude::*;
+
+use super::stack_resolution::{self, queue_resolution, resolve_new_stacks};
+use crate::intercept::{hooks, numpy_handler};
+use crate::record::recorder::{self, with_recorder, RECORDER};
+use crate::sinks::capture_sink::CaptureSink;
+use crate::sinks::flusher_wake::{wake, Wake};
+use crate::thread::{hook_mode, thread_id};
+
+/// How often the flusher looks at the block when nothing wakes it.
+const FLUSH_INTERVAL: Duration = Duration::from_millis(25);
+
+type FileWriter = CaptureFileWriter<BufWriter<File>>;
+
+struct Flusher {
+    handle: JoinHandle<std::io::Result<FileWriter>>,
+    pid: u32,
+}
+
+static FLUSHER: Mutex<Option<Flusher>> = Mutex::new(None);
+static FAILURE: Mutex<Option<String>> = Mutex::new(None);
+static CAPTURE_PID: AtomicU32 = AtomicU32::new(0);
+
+fn flusher_loop(
+    mut writer: FileWriter,
+    wake: Arc<Wake>,
+    ready: std::sync::mpsc::SyncSender<()>,
+) -> std::io::Result<FileWriter> {
+    // Whatever libc allocates for this thread is memtape's, not the program's. The
+    // thread's start-up (its thread-locals' destructors, registered through libc) is over
+    // by now: `start` waits for this before native tracing can begin.
+    hook_mode::set(hook_mode::HookMode::Untraced);
+    // The receiver only goes away if `start` failed; the loop runs either way.
+    let _ = ready.send(());
+    loop {
+        let stopping = {
+            let guard = wake.flag.lock().unwrap_or_else(|e| e.into_inner());
+            let (mut guard, _) = wake
+                .cond
+                .wait_timeout_while(guard, FLUSH_INTERVAL, |f| !f.0 && !f.1)
+                .unwrap_or_else(|e| e.into_inner());
+            guard.0 = false;
+            guard.1
+        };
+        let (block, unresolved) = {
+            let mut guard = RECORDER.lock();
+            match guard.as_mut() {
+                Some(rec) => {
+                    let len = rec.stacks.len();
+                    match rec.capture.as_mut() {
+                        Some(sink) => (sink.take_block(), sink.resolved_upto() < len),
+                        None => (None, false),
+                    }
+                }
+                None => (None, false),
+            }
+        };
+        if unresolved {
+            queue_resolution();
+        }
+        if let Some(block) = block {
+            if let Err(e) = writer.write_block(&block) {
+                // Disk full or gone: stop capturing, keep the program running.
+                with_recorder(|rec| rec.capture = None);
+                recorder::publish();
+                return Err(e);
+            }
+        }
+        if stopping {
+            return Ok(writer);
+        }
+    }
+}
+
+/// Starts capturing to `path` (created or truncated) with the given metadata.
+pub(crate) fn start(
+    py: Python<'_>,
+    path: &std::path::Path,
+    metadata_json: &str,
+    min_size: u64,
+) -> PyResult<()> {
+    if with_recorder(|rec| rec.capture.is_some()) {
+        return Err(PyRuntimeError::new_err(
+            "a capture is already being recorded in this process",
+        ));
+    }
+    let file = File::create(path)
+        .map_err(|e| PyOSError::new_err(format!("cannot create {}: {e}", path.display())))?;
+    let writer = CaptureFileWriter::new(BufWriter::with_capacity(1 << 20, file), metadata_json)
+        .map_err(|e| PyOSError::new_err(format!("cannot write {}: {e}", path.display())))?;
+    *FAILURE.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    {
+        let mut f = wake().flag.lock().unwrap_or_else(|e| e.into_inner());
+        *f = (false, false);
+    }
+    let wake = Arc::clone(wake());
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+    let handle = std::thread::Builder::new()
+        .name("memtape-flusher".into())
+        .spawn(move || flusher_loop(writer, wake, ready_tx))
+        .map_err(|e| PyOSError::new_err(format!("cannot start the capture writer thread: {e}")))?;
+    // Native tracing may start right after this returns: the writer thread's own start-up
+    // allocations must be over by then, or they would be recorded as a stackless native
+    // block of the program's. An error means the thread already ended (it is joined, and
+    // its failure reported, at stop). The thread never needs the GIL to get here.
+    let _ = ready_rx.recv();
+    CAPTURE_PID.store(std::process::id(), Ordering::Release);
+    *FLUSHER.lock().unwrap_or_else(|e| e.into_inner()) = Some(Flusher {
+        handle,
+        pid: std::process::id(),
+    });
+    numpy_handler::sync(py, true);
+    hooks::install(py);
+    with_recorder(|rec| rec.capture = Some(CaptureSink::new(min_size)));
+    recorder::publish();
+    Ok(())
+}
+
+/// Adds a marker to the capture (for diffs between moments).
+pub(crate) fn mark(label: &str) -> bool {
+    with_recorder(|rec| rec.capture.as_mut().is_some_and(|sink| sink.mark(label)))
+}
+
+/// Ends the capture: resolves the last stacks, writes the last block and the trailer.
+/// Returns `(events, bytes written)`.
+pub(crate) fn stop(py: Python<'_>, trailer_fields: &str) -> PyResult<(u64, u64)> {
+    with_recorder(|rec| {
+        if let Some(sink) = rec.capture.as_mut() {
+            sink.stop_accepting();
+        }
+    });
+    resolve_new_stacks(py);
+    let (last_block, events) = with_recorder(|rec| match rec.capture.take() {
+        Some(mut sink) => (sink.take_block(), sink.events()),
+        None => (None, 0),
+    });
+    recorder::publish();
+    if !recorder::hooks_active() {
+        hooks::uninstall(py);
+        numpy_handler::sync(py, false);
+    }
+    let flusher = FLUSHER.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let Some(flusher) = flusher else {
+        return Err(PyRuntimeError::new_err("no capture is being recorded"));
+    };
+    if flusher.pid != std::process::id() {
+        return Err(PyRuntimeError::new_err(
+            "the capture belongs to the parent process",
+        ));
+    }
+    {
+        let mut f = wake().flag.lock().unwrap_or_else(|e| e.into_inner());
+        *f = (true, true);
+        wake().cond.notify_one();
+    }
+    let joined = py.allow_threads(|| flusher.handle.join());
+    let mut writer = match joined {
+        Ok(Ok(writer)) => writer,
+        Ok(Err(e)) => {
+            let message = format!("the capture stopped early: {e}");
+            *FAILURE.lock().unwrap_or_else(|e| e.into_inner()) = Some(message.clone());
+            return Err(PyOSError::new_err(message));
+        }
+        Err(_) => return Err(PyRuntimeError::new_err("the capture writer thread failed")),
+    };
+    let end_ns = thread_id::now_ns();
+    let trailer = format!("{{\"events\": {events}, \"end_time_ns\": {end_ns}{trailer_fields}}}");
+    py.allow_threads(|| -> std::io::Result<u64> {
+        if let Some(block) = last_block {
+            writer.write_block(&block)?;
+        }
+        let bytes = writer.bytes_written();
+        writer.finish(&trailer)?;
+        Ok(bytes)
+    })
+    .map(|bytes| (events, bytes))
+    .map_err(|e| PyOSError::new_err(format!("cannot finish the capture: {e}")))
+}
+
+/// In a forked child: the capture belongs to the parent; stop recording into it. A stack
+/// resolution the parent had queued is not the child's to wait for. The parent's writer
+/// thread handle is leaked, never dropped: its thread does not exist here, and glibc may
+/// give its descriptor to the child's next thread, which dropping (detaching) the stale
+/// handle would then make unjoinable.
+pub(crate) fn forget_in_child(rec: &mut recorder::Recorder) {
+    if rec.capture.is_some() && CAPTURE_PID.load(Ordering::Acquire) != std::process::id() {
+        rec.capture = None;
+    }
+    stack_resolution::forget_queued();
+    // FLUSHER is only ever locked with the GIL held, which the forking thread held.
+    if let Ok(mut flusher) = FLUSHER.try_lock() {
+        if flusher
+            .as_ref()
+            .is_some_and(|f| f.pid != std::process::id())
+        {
+            std::mem::forget(flusher.take());
+        }
+    }
+}

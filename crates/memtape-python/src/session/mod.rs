@@ -1,0 +1,8 @@
+//! Starting, draining and stopping what is recorded: a capture file's session and its
+//! flusher thread, fork safety, and collecting the live traces for a snapshot.
+
+pub(crate) mod capture_session;
+pub(crate) mod fork_safety;
+pub(crate) mod launcher_frames;
+pub(crate) mod stack_resolution;
+pub(crate) mod trace_collect;

@@ -1,0 +1,214 @@
+//! A capture file's records as they are recorded (docs/capture-format.md).
+//!
+//! Hooks append compact records to an in-memory block under the recorder lock (tens of
+//! nanoseconds); the flusher thread ([`crate::session::capture_session`]) swaps full
+//! blocks out and writes them, and stack resolution ([`crate::session::stack_resolution`])
+//! adds the Stack records for the stacks interned meanwhile.
+
+use std::time::Instant;
+
+use memtape_core::capture::BlockEncoder;
+use rustc_hash::FxHashMap;
+
+use super::flusher_wake::wake_flusher;
+use crate::native::unwind::loaded_modules::LoadedModule;
+
+/// Raw bytes after which the flusher is woken early.
+const BLOCK_TARGET: usize = 256 * 1024;
+/// Events between two looks at the clock in the hooks.
+const CLOCK_EVERY: u32 = 256;
+
+/// What a capture records, appended to by the hooks under the recorder lock.
+pub(crate) struct CaptureSink {
+    encoder: BlockEncoder,
+    min_size: u64,
+    /// False once stopping began: nothing more is recorded.
+    accepting: bool,
+    start: Instant,
+    last_time_ns: u64,
+    tick: u32,
+    /// Stack nodes `1..=resolved_upto` have been written as Stack records.
+    resolved_upto: usize,
+    strings: FxHashMap<String, u32>,
+    frames: FxHashMap<(u32, u32, u32), u32>,
+    /// Native frames written, by return address (their ids share the frames' space).
+    native_frames: FxHashMap<u64, u32>,
+    /// Modules written, by `(load bias, path)`.
+    modules: FxHashMap<(u64, String), u32>,
+    events: u64,
+}
+
+impl CaptureSink {
+    /// A sink recording allocations of at least `min_size` bytes, starting now.
+    pub(crate) fn new(min_size: u64) -> CaptureSink {
+        let mut encoder = BlockEncoder::new();
+        encoder.time(0);
+        CaptureSink {
+            encoder,
+            min_size,
+            accepting: true,
+            start: Instant::now(),
+            last_time_ns: 0,
+            tick: 0,
+            resolved_upto: 0,
+            strings: FxHashMap::default(),
+            frames: FxHashMap::default(),
+            native_frames: FxHashMap::default(),
+            modules: FxHashMap::default(),
+            events: 0,
+        }
+    }
+
+    /// Records nothing more (the capture is stopping).
+    pub(crate) fn stop_accepting(&mut self) {
+        self.accepting = false;
+    }
+
+    /// Events recorded so far.
+    pub(crate) fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Adds a marker (for diffs between moments); false once stopping began.
+    pub(crate) fn mark(&mut self, label: &str) -> bool {
+        if self.accepting {
+            self.encoder.marker(label);
+        }
+        self.accepting
+    }
+
+    /// Stack nodes `1..=resolved_upto()` have been written as Stack records.
+    pub(crate) fn resolved_upto(&self) -> usize {
+        self.resolved_upto
+    }
+
+    /// Writes Stack records (with the String, Frame and Module records they need) for the
+    /// nodes after `from`, in order; nothing when another resolution already wrote them.
+    pub(crate) fn write_stacks(&mut self, from: usize, resolved: &[(u32, u32, Resolved)]) {
+        if self.resolved_upto != from {
+            return; // another resolution won the race and wrote these
+        }
+        for (id, parent, frame) in resolved {
+            let frame = match frame {
+                Resolved::Python(file, name, line) => self.intern_frame(file, name, *line),
+                Resolved::Native(ip, module) => self.intern_native_frame(*ip, module.as_ref()),
+            };
+            self.encoder.stack(*id, *parent, frame);
+        }
+        self.resolved_upto = from + resolved.len();
+    }
+
+    #[inline]
+    fn clock(&mut self) {
+        self.tick = self.tick.wrapping_add(1);
+        if self.tick % CLOCK_EVERY == 0 {
+            let ns = self.start.elapsed().as_nanos() as u64;
+            if ns.saturating_sub(self.last_time_ns) >= 1_000_000 {
+                self.encoder.time(ns);
+                self.last_time_ns = ns;
+            }
+        }
+    }
+
+    /// Records an allocation (if it is at least `min_size`).
+    #[inline]
+    pub(crate) fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
+        if !self.accepting || size < self.min_size {
+            return;
+        }
+        self.clock();
+        self.encoder.alloc(domain, addr, size, stack);
+        self.events += 1;
+        if self.encoder.len() >= BLOCK_TARGET {
+            wake_flusher();
+        }
+    }
+
+    /// Records a free of a block of `size` bytes (dropped like its allocation was).
+    #[inline]
+    pub(crate) fn free(&mut self, domain: u32, addr: u64, size: u64) {
+        if !self.accepting || size < self.min_size {
+            return;
+        }
+        self.clock();
+        self.encoder.free((domain != 0).then_some(domain), addr);
+        self.events += 1;
+    }
+
+    /// The records appended since the last call (None: none), starting the next block
+    /// with the time.
+    pub(crate) fn take_block(&mut self) -> Option<Vec<u8>> {
+        if self.encoder.is_empty() {
+            return None;
+        }
+        let block = self.encoder.take();
+        let ns = self.start.elapsed().as_nanos() as u64;
+        self.encoder.time(ns);
+        self.last_time_ns = ns;
+        Some(block)
+    }
+
+    fn intern_string(&mut self, value: &str) -> u32 {
+        if let Some(id) = self.strings.get(value) {
+            return *id;
+        }
+        let id = self.strings.len() as u32 + 1;
+        self.encoder.string(id, value);
+        self.strings.insert(value.to_owned(), id);
+        id
+    }
+
+    fn next_frame_id(&self) -> u32 {
+        (self.frames.len() + self.native_frames.len()) as u32 + 1
+    }
+
+    fn intern_frame(&mut self, filename: &str, name: &str, line: u32) -> u32 {
+        let key = (self.intern_string(filename), self.intern_string(name), line);
+        if let Some(id) = self.frames.get(&key) {
+            return *id;
+        }
+        let id = self.next_frame_id();
+        self.encoder.frame(id, key.0, key.1, key.2);
+        self.frames.insert(key, id);
+        id
+    }
+}
+
+impl CaptureSink {
+    /// The frame id of the native frame at `ip` in `module` (None: in no known module),
+    /// writing the Module and NativeFrame records the first time.
+    fn intern_native_frame(&mut self, ip: u64, module: Option<&LoadedModule>) -> u32 {
+        if let Some(id) = self.native_frames.get(&ip) {
+            return *id;
+        }
+        let (module_id, offset) = match module {
+            Some(m) => (self.intern_module(m), ip.wrapping_sub(m.base)),
+            None => (0, ip),
+        };
+        let id = self.next_frame_id();
+        self.encoder.native_frame(id, module_id, offset);
+        self.native_frames.insert(ip, id);
+        id
+    }
+
+    fn intern_module(&mut self, m: &LoadedModule) -> u32 {
+        let key = (m.base, m.path.clone());
+        if let Some(id) = self.modules.get(&key) {
+            return *id;
+        }
+        let id = self.modules.len() as u32 + 1;
+        let segments: Vec<(u64, u64)> = m.segments.iter().map(|s| (s.0, s.1)).collect();
+        self.encoder
+            .module(id, &m.path, m.base, &m.build_id, &segments);
+        self.modules.insert(key, id);
+        id
+    }
+}
+
+/// A stack node's innermost frame, resolved.
+pub(crate) enum Resolved {
+    /// File, function name, line.
+    Python(String, String, u32),
+    /// Return address, and the loaded object holding it.
+    Native(u64, Option<LoadedModule>),
+}

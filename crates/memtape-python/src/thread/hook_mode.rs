@@ -1,0 +1,142 @@
+//! The calling thread's state for the hooks: what it is doing (a re-entrancy guard) and
+//! its stack-capture cache, in one thread-local so that a hook reaches it with a single
+//! TLS lookup (each one is a `__tls_get_addr` call in a shared library).
+
+use std::cell::{Cell, RefCell};
+
+use super::thread_capture::ThreadCapture;
+
+/// The calling thread's relation to the allocation hooks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum HookMode {
+    /// Ordinary code: allocations and frees are recorded.
+    Idle,
+    /// Inside one of our allocation hooks: nested calls pass straight through.
+    InAllocHook,
+    /// memtape's own work (snapshots, clearing), or a thread being torn down: allocations
+    /// are not recorded, frees are.
+    Untraced,
+    /// Between fork preparation and the fork: nothing is recorded, the recorder is locked.
+    Forking,
+}
+
+impl HookMode {
+    /// Every mode, in the order of their codes.
+    const ALL: [HookMode; 4] = [
+        HookMode::Idle,
+        HookMode::InAllocHook,
+        HookMode::Untraced,
+        HookMode::Forking,
+    ];
+
+    /// A small number standing for the mode (Python holds it as a token).
+    pub(crate) fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The mode `code` stands for.
+    pub(crate) fn from_code(code: u8) -> Option<HookMode> {
+        HookMode::ALL.get(usize::from(code)).copied()
+    }
+}
+
+/// Per-thread hook state.
+pub(crate) struct HookThread {
+    mode: Cell<HookMode>,
+    /// The thread's stack-capture cache.
+    pub(crate) capture: RefCell<ThreadCapture>,
+}
+
+impl HookThread {
+    /// The thread's mode.
+    #[inline(always)]
+    pub(crate) fn mode(&self) -> HookMode {
+        self.mode.get()
+    }
+
+    /// Sets the thread's mode, returning the previous one.
+    #[inline(always)]
+    pub(crate) fn set_mode(&self, mode: HookMode) -> HookMode {
+        self.mode.replace(mode)
+    }
+}
+
+thread_local! {
+    // Const-initialised: touching it never allocates.
+    static THREAD: HookThread = const {
+        HookThread { mode: Cell::new(HookMode::Idle), capture: RefCell::new(ThreadCapture::EMPTY) }
+    };
+}
+
+thread_local! {
+    // Whether THREAD was touched on this thread: its first touch registers its destructor
+    // through libc (`calloc`), which the native hooks see. No destructor of its own, so
+    // reading it never registers anything.
+    static READY: Cell<Touch> = const { Cell::new(Touch::Never) };
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Touch {
+    Never,
+    Registering,
+    Done,
+}
+
+/// The calling thread's hook state, or `None` while the thread is being torn down (or
+/// its state is being set up: a hook reached from that set-up passes through, and the
+/// destructor is registered once).
+#[inline(always)]
+pub(crate) fn thread() -> Option<&'static HookThread> {
+    let touch = READY.get();
+    if touch != Touch::Done {
+        return first_touch(touch);
+    }
+    state()
+}
+
+#[inline(always)]
+fn state() -> Option<&'static HookThread> {
+    THREAD
+        .try_with(|t| {
+            // SAFETY: a thread-local lives until its thread has finished running its
+            // destructors, and `HookThread` is neither Send nor Sync (Cell/RefCell), so the
+            // reference cannot leave this thread; callers use it within one hook call.
+            unsafe { &*std::ptr::from_ref(t) }
+        })
+        .ok()
+}
+
+#[cold]
+fn first_touch(touch: Touch) -> Option<&'static HookThread> {
+    if touch == Touch::Registering {
+        return None;
+    }
+    READY.set(Touch::Registering);
+    let t = state();
+    READY.set(Touch::Done);
+    t
+}
+
+/// Sets the calling thread's mode, returning the previous one.
+#[inline(always)]
+pub(crate) fn set(mode: HookMode) -> HookMode {
+    thread().map_or(HookMode::Untraced, |t| t.set_mode(mode))
+}
+
+/// Runs `f` with allocations of this thread unrecorded (memtape's own bookkeeping).
+pub(crate) fn untraced<R>(f: impl FnOnce() -> R) -> R {
+    with_mode(HookMode::Untraced, f)
+}
+
+/// Runs `f` with the calling thread in `mode`, then restores the mode it had.
+pub(crate) fn with_mode<R>(mode: HookMode, f: impl FnOnce() -> R) -> R {
+    struct Restore(HookMode);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            set(self.0);
+        }
+    }
+    let _restore = Restore(set(mode));
+    f()
+}

@@ -1,0 +1,66 @@
+//! A thread's stack-capture cache: the frames (Python, then native) of its previous
+//! capture and their stack ids, kept in the thread's [`HookThread`] so that a hook reaches
+//! it with the same thread-local lookup as its mode. [`crate::record::capture`] fills it.
+//!
+//! [`HookThread`]: super::hook_mode::HookThread
+
+use memtape_core::{StackId, EMPTY_STACK};
+
+use crate::cpython::frames::{self, ChainFrame, RawFrame};
+
+/// Room for the native frames of one capture: as many as the unwinder returns (its
+/// `MAX_NATIVE_FRAMES`; [`crate::record::capture`] hands this buffer to it, so the two
+/// cannot differ without a type error).
+pub(crate) const NATIVE_FRAMES: usize = 64;
+
+/// One thread's capture cache (lives in the thread's [`HookThread`]).
+pub(crate) struct ThreadCapture {
+    /// Scratch: the frames just walked, innermost first.
+    pub(crate) walked: Vec<RawFrame>,
+    /// The previous capture's frames, outermost first, and the stack id ending at each.
+    pub(crate) frames: Vec<RawFrame>,
+    pub(crate) ids: Vec<StackId>,
+    /// The recorder generation the ids belong to.
+    pub(crate) generation: u64,
+    /// What the last walk found (see [`frames::Walk`]).
+    pub(crate) outcome: frames::Walk,
+    /// The physical frame chain behind `frames` (outermost first), for the next walk to
+    /// verify instead of following it pointer by pointer.
+    pub(crate) chain: Vec<ChainFrame>,
+    /// Scratch: the physical frames the walk just went through, innermost first.
+    pub(crate) fresh: Vec<ChainFrame>,
+    /// Scratch: the native frames just unwound (innermost first), when native stacks are
+    /// on: they continue the Python stack.
+    pub(crate) native: [u64; NATIVE_FRAMES],
+    pub(crate) native_len: usize,
+    /// The previous native capture, outermost first, with the stack id ending at each
+    /// frame and the Python stack it continued: its unchanged outer part is reused.
+    pub(crate) prev_native: [u64; NATIVE_FRAMES],
+    pub(crate) prev_native_ids: [StackId; NATIVE_FRAMES],
+    pub(crate) prev_native_len: usize,
+    pub(crate) prev_native_base: StackId,
+    pub(crate) prev_native_generation: u64,
+}
+
+impl ThreadCapture {
+    /// An empty cache.
+    pub(crate) const EMPTY: ThreadCapture = ThreadCapture {
+        walked: Vec::new(),
+        frames: Vec::new(),
+        ids: Vec::new(),
+        generation: u64::MAX,
+        outcome: frames::Walk {
+            same: None,
+            reused: None,
+        },
+        chain: Vec::new(),
+        fresh: Vec::new(),
+        native: [0; NATIVE_FRAMES],
+        native_len: 0,
+        prev_native: [0; NATIVE_FRAMES],
+        prev_native_ids: [EMPTY_STACK; NATIVE_FRAMES],
+        prev_native_len: 0,
+        prev_native_base: EMPTY_STACK,
+        prev_native_generation: u64::MAX,
+    };
+}

@@ -244,6 +244,39 @@ def forks(snapshot: Path) -> None:
     check("forks", snapshot)
 
 
+def foreign(snapshot: Path) -> None:
+    """A C++ library (``MEMTAPE_MLX_SHIM``, loaded before the recording starts) calls
+    MLX's foreign-memory API: the array constructor that wraps caller memory (libmlx's
+    only caller of ``make_buffer``), ``make_buffer`` and ``release`` themselves."""
+    import ctypes
+    import os
+
+    import mlx.core as mx
+
+    shim = ctypes.PyDLL(os.environ["MEMTAPE_MLX_SHIM"])
+    shim.shim_allocator.restype = ctypes.c_void_p
+    shim.shim_wrap.restype = ctypes.c_float
+    shim.shim_wrap.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    shim.shim_make_buffer.restype = ctypes.c_void_p
+    shim.shim_make_buffer.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    shim.shim_release.argtypes = [ctypes.c_void_p]
+    data = (ctypes.c_float * 1000)(*range(1000))
+    address = ctypes.addressof(data)
+    real = shim.shim_allocator()
+    memtape.record_memory_events(True, 1_000_000, sources=("framework",))
+    extras["forwarded"] = shim.shim_allocator() != real
+    extras["last"] = shim.shim_wrap(address, 1000)  # tag:foreign_wrap
+    extras["deleted"] = shim.shim_deleted()
+    extras["made"] = shim.shim_make_buffer(address, 4000)
+    shim.shim_release(address)
+    check("wrapped", snapshot)
+    shim.shim_drop()
+    mx.eval(mx.ones((10, 10)) + 1)
+    check("dropped", snapshot)
+    memtape.record_memory_events(False)
+    extras["restored"] = shim.shim_allocator() == real
+
+
 PROGRAMS = {
     "mlp": mlp,
     "implicit": implicit,
@@ -253,9 +286,10 @@ PROGRAMS = {
     "unknown_version": unknown_version,
     "native_once": native_once,
     "forks": forks,
+    "foreign": foreign,
 }
 #: Programs that start the recording themselves (with mlx already imported).
-SELF_STARTING = ("stop_restores", "unknown_version", "native_once")
+SELF_STARTING = ("stop_restores", "unknown_version", "native_once", "foreign")
 
 
 def main() -> None:

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memtape_cli import memtape, ok, read_json, record, write_program
 from memviz_harness import VIEWS, render, stat
 from torch_viz.memory_viz import check_snapshot
 from viewer_replay import problems
@@ -212,24 +211,3 @@ def test_a_buffer_is_recorded_once_with_native_tracing_on(tmp_path: Path) -> Non
     assert extras["native_events"] > 0, "native tracing recorded nothing at all"
     assert extras["mlx_sizes"] == [4_000_000]
     assert extras["native_sizes"] == [], extras["native_sizes"]
-
-
-MLX_PROGRAM = """
-import mlx.core as mx
-a = mx.random.normal((500, 500))
-b = mx.exp(a) @ a
-mx.eval(b)  # 1,000,000 bytes live at the end
-del a
-"""
-
-
-def test_memtape_run_reports_mlx_as_framework_memory(tmp_path: Path) -> None:
-    script = write_program(tmp_path / "mlx_run.py", MLX_PROGRAM)
-    capture = tmp_path / "mlx.mtape"
-    record(script, capture)
-    data = read_json("stats", capture)
-    assert data["peak"]["by_source"]["framework"] >= 2_000_000
-    assert data["end"]["by_source"]["framework"] >= 1_000_000
-    top = ok(memtape("top", capture)).stdout
-    assert "framework" in top
-    assert "mlx_run.py:4 in <module>" in ok(memtape("stats", capture)).stdout

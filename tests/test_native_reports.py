@@ -37,7 +37,7 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_stats_json_splits_peak_and_end(capture: Path) -> None:
     data = read_json("stats", capture)
     peak = data["peak"]["by_source"]
-    assert set(peak) == {"python", "native", "framework"}
+    assert set(peak) == {"python", "native", "framework", "mlx"}
     assert peak["native"] >= 3_000_000
     assert peak["framework"] >= 2_000_000
     assert peak["python"] > 0
@@ -61,11 +61,12 @@ def test_stats_and_top_text_show_the_split(capture: Path) -> None:
 
 def test_diff_flamegraph_and_report_show_the_split(capture: Path, tmp_path: Path) -> None:
     diff = ok(memtape("diff", capture, capture)).stdout
-    assert "By source (NEW - OLD): python +0 B, native +0 B, framework +0 B" in diff
+    assert "By source (NEW - OLD): python +0 B, native +0 B, framework +0 B, mlx +0 B" in diff
     assert read_json("diff", capture, capture)["by_source_diff"] == {
         "python": 0,
         "native": 0,
         "framework": 0,
+        "mlx": 0,
     }
     flame = tmp_path / "flame.html"
     ok(memtape("flamegraph", capture, "-o", flame))

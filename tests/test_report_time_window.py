@@ -266,11 +266,12 @@ def test_csv_download(steps: Any) -> None:
     rows = list(csv.DictReader(io.StringIO(got["text"])))
     assert list(rows[0]) == [
         "time_s", "time_ns", "event_index",
-        "python_bytes", "native_bytes", "framework_bytes", "total_bytes",
+        "python_bytes", "native_bytes", "framework_bytes", "mlx_bytes", "total_bytes",
     ]  # fmt: skip
     assert len(rows) == got["points"] >= 10
     for row in rows:
-        parts = int(row["python_bytes"]) + int(row["native_bytes"]) + int(row["framework_bytes"])
+        sources = ("python_bytes", "native_bytes", "framework_bytes", "mlx_bytes")
+        parts = sum(int(row[source]) for source in sources)
         assert parts == int(row["total_bytes"])
         assert float(row["time_s"]) * 1e9 == pytest.approx(int(row["time_ns"]), abs=1)
     assert [int(r["time_ns"]) for r in rows] == sorted(int(r["time_ns"]) for r in rows)

@@ -1,6 +1,11 @@
 //! Where recorded memory comes from, told by its tracemalloc domain: the Python heap
-//! (domain 0), native code (the GOT hooks' domain) or an array framework (NumPy's NEP 49
-//! domain, and any other domain a framework reports in).
+//! (domain 0), native code (the GOT hooks' domain), MLX's buffers (their own domain) or
+//! an array framework (NumPy's NEP 49 domain, and any other domain a framework reports
+//! in).
+//!
+//! MLX is a source beside `framework`, not inside it: the sources partition the total
+//! (reports, the JSON `by_source` objects and the timeline CSV add up to it), and
+//! `framework` keeps meaning NumPy's buffers and what framework-API users report.
 
 /// tracemalloc's domain for NumPy buffers (numpy's `NPY_TRACE_DOMAIN`).
 pub const NUMPY_DOMAIN: u32 = 389_047;
@@ -24,14 +29,17 @@ pub enum MemorySource {
     Native,
     /// Array frameworks (NumPy's buffers, framework allocators).
     Framework,
+    /// MLX's buffers (its caching allocator, watched).
+    Mlx,
 }
 
 impl MemorySource {
     /// Every source, in display order.
-    pub const ALL: [MemorySource; 3] = [
+    pub const ALL: [MemorySource; 4] = [
         MemorySource::Python,
         MemorySource::Native,
         MemorySource::Framework,
+        MemorySource::Mlx,
     ];
 
     /// The source of a block of `domain`.
@@ -40,6 +48,7 @@ impl MemorySource {
         match domain {
             0 => MemorySource::Python,
             NATIVE_DOMAIN => MemorySource::Native,
+            MLX_DOMAIN => MemorySource::Mlx,
             _ => MemorySource::Framework,
         }
     }
@@ -50,6 +59,7 @@ impl MemorySource {
             MemorySource::Python => "python",
             MemorySource::Native => "native",
             MemorySource::Framework => "framework",
+            MemorySource::Mlx => "mlx",
         }
     }
 }
@@ -57,7 +67,7 @@ impl MemorySource {
 /// Bytes per source.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SourceSplit {
-    bytes: [u64; 3],
+    bytes: [u64; 4],
 }
 
 impl SourceSplit {
@@ -66,6 +76,7 @@ impl SourceSplit {
             MemorySource::Python => 0,
             MemorySource::Native => 1,
             MemorySource::Framework => 2,
+            MemorySource::Mlx => 3,
         }
     }
 
@@ -105,13 +116,15 @@ mod tests {
         split.add(NATIVE_DOMAIN, 20);
         split.add(NUMPY_DOMAIN, 30);
         split.add(7, 1);
+        split.add(MLX_DOMAIN, 40);
         split.sub(NATIVE_DOMAIN, 5);
         assert_eq!(
             split.iter().collect::<Vec<_>>(),
             vec![
                 (MemorySource::Python, 10),
                 (MemorySource::Native, 15),
-                (MemorySource::Framework, 31)
+                (MemorySource::Framework, 31),
+                (MemorySource::Mlx, 40)
             ]
         );
     }

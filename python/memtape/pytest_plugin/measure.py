@@ -1,5 +1,6 @@
 """One test phase recorded into its own capture: its peak, what it allocated, and the
-sites holding memory at the peak and at the end (what it leaked)."""
+sites holding memory at the peak and at the end (what it leaked). MLX's buffers are in it
+(on the line that created each array) when the test uses MLX."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from memtape import __version__, _native
+from memtape import __version__, _mlx, _native
 
 Frames = tuple[tuple[str, str, int], ...]  # (filename, function, line), innermost first
 
@@ -41,8 +42,10 @@ class Recording:
         meta = {"tool": "memtape", "tool_version": __version__, "pid": os.getpid()}
         meta |= {"argv": [nodeid], "command": f"pytest {phase}", "nframe": 64}
         _native._start_capture(path, json.dumps(meta), 0, native)
+        _mlx.follow("pytest", True)
 
     def stop(self, sites: int, keep: bool) -> PhaseMemory:
+        _mlx.follow("pytest", False)
         _native._stop_capture("normal", 0)
         try:
             capture = _native.analyze_capture(self.path, time_window=False)

@@ -62,7 +62,7 @@ fn run(w: &mut JsonWriter, run: &RunInfo) {
     w.end_object();
 }
 
-/// `"by_source": {"python": B, "native": B, "framework": B}`.
+/// `"by_source": {"python": B, "native": B, "framework": B, "mlx": B}`.
 fn by_source(w: &mut JsonWriter, split: &SourceSplit) {
     w.key("by_source").begin_object();
     for (source, bytes) in split.iter() {
@@ -219,9 +219,9 @@ mod tests {
                 r#""totals":{"allocs":0,"frees":0,"bytes_allocated":0,"bytes_freed":0,"#,
                 r#""unknown_frees":0,"replaced":0,"untracked":0},"#,
                 r#""peak":{"bytes":10,"blocks":1,"time_ns":5,"event_index":0,"#,
-                r#""by_source":{"python":0,"native":0,"framework":0}},"#,
+                r#""by_source":{"python":0,"native":0,"framework":0,"mlx":0}},"#,
                 r#""end":{"bytes":0,"blocks":0,"#,
-                r#""by_source":{"python":0,"native":0,"framework":0}},"dropped":0,"markers":[],"#,
+                r#""by_source":{"python":0,"native":0,"framework":0,"mlx":0}},"dropped":0,"markers":[],"#,
                 r#""top":[{"bytes":10,"count":1,"frames":[{"filename":"a.py","function":"f","line":3}]}],"#,
                 r#""leaks":[]}"#,
                 "\n"

@@ -99,7 +99,7 @@ pub struct ReplayResult {
     pub events: u64,
     /// The peak.
     pub peak: Peak,
-    /// Live bytes at the peak, by source (Python heap, native, framework).
+    /// Live bytes at the peak, by source (Python heap, native, framework, MLX).
     pub peak_by_source: SourceSplit,
     /// Live bytes at the end of the recording.
     pub end_bytes: u64,
@@ -599,7 +599,8 @@ mod source_tests {
             vec![
                 (MemorySource::Python, 100),
                 (MemorySource::Native, 1000),
-                (MemorySource::Framework, 50)
+                (MemorySource::Framework, 50),
+                (MemorySource::Mlx, 0)
             ]
         );
         assert_eq!(r.end_by_source.get(MemorySource::Python), 100);

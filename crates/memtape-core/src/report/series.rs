@@ -16,7 +16,7 @@ pub struct SeriesPoint {
     pub bytes: u64,
     /// Index of the event that reached `bytes`.
     pub event_index: u64,
-    /// `bytes` by source (Python heap, native, framework) at that moment.
+    /// `bytes` by source (Python heap, native, framework, MLX) at that moment.
     pub by_source: SourceSplit,
 }
 

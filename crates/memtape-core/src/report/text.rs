@@ -111,7 +111,7 @@ pub fn has_several_sources(r: &ReplayResult) -> bool {
     })
 }
 
-/// `python 1.2 MB, native 3.4 MB, framework 0 B`.
+/// `python 1.2 MB, native 3.4 MB, framework 0 B, mlx 0 B`.
 pub fn source_split_text(split: &SourceSplit) -> String {
     split
         .iter()

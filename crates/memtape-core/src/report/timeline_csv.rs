@@ -8,7 +8,7 @@ use super::replay::ReplayResult;
 
 /// The header of [`timeline_csv`].
 pub const TIMELINE_CSV_HEADER: &str =
-    "time_s,time_ns,event_index,python_bytes,native_bytes,framework_bytes,total_bytes";
+    "time_s,time_ns,event_index,python_bytes,native_bytes,framework_bytes,mlx_bytes,total_bytes";
 
 /// One row per point of the memory-over-time series (the highest live bytes of each
 /// stretch of time, as the chart draws it): when, and live bytes by source and in all.
@@ -63,8 +63,8 @@ mod tests {
         let csv = timeline_csv(&replay.finish());
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines[0], TIMELINE_CSV_HEADER);
-        assert_eq!(lines[1], "0.000000000,0,0,100,0,0,100");
-        assert_eq!(lines[2], "1.500000000,1500000000,1,100,1000,0,1100");
+        assert_eq!(lines[1], "0.000000000,0,0,100,0,0,0,100");
+        assert_eq!(lines[2], "1.500000000,1500000000,1,100,1000,0,0,1100");
         assert_eq!(lines.len(), 3);
     }
 }

@@ -179,7 +179,7 @@ impl PyCapture {
         Ok(out)
     }
 
-    /// Live bytes by source (`{"python", "native", "framework"}`) at the peak or the end;
+    /// Live bytes by source (`{"python", "native", "framework", "mlx"}`) at the peak or the end;
     /// None at another moment.
     #[pyo3(signature = (at="peak"))]
     fn by_source(&self, at: &str) -> Option<Vec<(&'static str, u64)>> {
@@ -191,7 +191,7 @@ impl PyCapture {
         Some(split.iter().map(|(s, b)| (s.name(), b)).collect())
     }
 
-    /// `python 1.2 MB, native 3.4 MB, framework 0 B` at the peak or the end, when memory
+    /// `python 1.2 MB, native 3.4 MB, framework 0 B, mlx 0 B` at the peak or the end, when memory
     /// other than the Python heap was recorded; else None.
     #[pyo3(signature = (at="peak"))]
     fn by_source_text(&self, at: &str) -> Option<String> {

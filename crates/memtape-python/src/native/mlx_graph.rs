@@ -14,7 +14,7 @@
 //! - `ArrayDesc(Shape, Dtype)` (arrays made from data) and `~ArrayDesc()` forget what
 //!   was kept for the address.
 //! - `array::set_data(Data, ...)`, called by a primitive's `eval_cpu` with a buffer just
-//!   allocated, joins the buffer to the node (see [`mlx_allocator::joined`]).
+//!   allocated, joins the buffer to the node (see [`mlx_buffer_events::joined`]).
 //!
 //! Every argument is passed on unchanged: on x86-64 and aarch64 the non-trivial C++
 //! arguments (`Shape`, `shared_ptr`, `vector`, `Data`, `Strides`) travel as pointers and
@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use rustc_hash::FxHashMap;
 
-use super::mlx_allocator;
+use super::mlx_buffer_events;
 use crate::cpython::thread_state;
 use crate::record::capture;
 use crate::record::framework_events::{self, OpName};
@@ -183,7 +183,7 @@ unsafe fn set_data_seen(array: usize, data: usize) {
     if buffer == 0 {
         return;
     }
-    mlx_allocator::joined(buffer as u64, || {
+    mlx_buffer_events::joined(buffer as u64, || {
         graph().as_mut().and_then(|g| g.created.remove(&desc))
     });
 }

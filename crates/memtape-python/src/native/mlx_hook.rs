@@ -7,7 +7,7 @@
 use std::ffi::{c_void, CStr, CString};
 
 use super::got_patcher::{self, Patches};
-use super::{mlx_allocator, mlx_graph};
+use super::{mlx_allocator, mlx_buffer_events, mlx_graph};
 use crate::record::spin_lock::SpinLock;
 
 /// `mlx::core::allocator::allocator()`.
@@ -45,13 +45,13 @@ fn in_libmlx(addr: usize) -> bool {
 }
 
 extern "C" fn prepare_fork() {
-    mlx_allocator::prepare_fork();
+    mlx_buffer_events::prepare_fork();
     mlx_graph::prepare_fork();
 }
 
 extern "C" fn after_fork() {
     mlx_graph::after_fork();
-    mlx_allocator::after_fork();
+    mlx_buffer_events::after_fork();
 }
 
 /// Registered on first attach, after the recorder's own handlers: `fork()` runs prepare
@@ -107,9 +107,10 @@ pub(crate) fn attach(library: &str) -> Result<usize, String> {
     }
     // SAFETY: checked above: `real` is MLX's allocator with its functions in libmlx, and
     // `cache_fn` is its exported `get_cache_memory`.
-    let forwarder = unsafe { mlx_allocator::forwarder(real, cache_fn) };
+    let forwarder = unsafe { mlx_allocator::forwarder(real) };
     FORWARDER.store(forwarder, std::sync::atomic::Ordering::Release);
-    mlx_allocator::watch();
+    // SAFETY: `cache_fn` is MLX's exported `get_cache_memory` (resolved above).
+    unsafe { mlx_buffer_events::watch(cache_fn) };
     let mut names = vec![ALLOCATOR];
     let mut reals = vec![real_fn];
     let mut hooks = vec![forwarding_allocator as *const () as usize];
@@ -122,7 +123,7 @@ pub(crate) fn attach(library: &str) -> Result<usize, String> {
     }
     got_patcher::patch_all(&mut patches, &names, &reals, &hooks, &reals);
     if patches.len() == 0 {
-        mlx_allocator::unwatch();
+        mlx_buffer_events::unwatch();
         mlx_graph::unwatch();
         return Err("no GOT slot calls mlx::core::allocator::allocator()".into());
     }
@@ -134,16 +135,16 @@ pub(crate) fn detach() {
     let mut patches = PATCHES.lock();
     got_patcher::restore_all(&mut patches);
     mlx_graph::unwatch();
-    mlx_allocator::unwatch();
+    mlx_buffer_events::unwatch();
 }
 
 /// `(watching, patched slots)`.
 pub(crate) fn status() -> (bool, usize) {
     let slots = PATCHES.lock().len();
-    (mlx_allocator::watching(), slots)
+    (mlx_buffer_events::watching(), slots)
 }
 
 /// Reports evictions not reported yet.
 pub(crate) fn sync() {
-    mlx_allocator::sync();
+    mlx_buffer_events::sync();
 }

@@ -10,7 +10,9 @@
 //! - [`native_record`] records blocks and mapped ranges;
 //! - [`patch_control`] turns this on and off for the sinks that follow native memory;
 //! - [`unwind`] reads the native stack on request (`memtape run --native`);
-//! - [`mlx_hook`] puts a forwarding allocator in front of MLX's (same patcher).
+//! - [`mlx_hook`] puts a forwarding allocator in front of MLX's (same patcher):
+//!   [`mlx_allocator`] is its C++ layout, [`mlx_buffer_events`] what it reports and
+//!   [`mlx_graph`] the lazy graph's creation lines.
 //!
 //! memtape's own `.so`, the dynamic linker and the vdso are never patched: Rust's
 //! allocator reaches libc through our own GOT, so the recorder's tables are not seen.
@@ -20,6 +22,7 @@ mod dlopen_hook;
 mod elf_slots;
 mod got_patcher;
 mod mlx_allocator;
+mod mlx_buffer_events;
 mod mlx_graph;
 pub(crate) mod mlx_hook;
 mod native_record;

@@ -3,6 +3,7 @@
 
 use std::io::{self, Read};
 
+use super::format::*;
 use super::*;
 
 /// An owned copy of a [`Record`], to compare what was written with what was read.

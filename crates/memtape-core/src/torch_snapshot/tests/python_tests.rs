@@ -152,4 +152,3 @@ fn one_million_events() {
         );
     }
 }
-

@@ -33,6 +33,7 @@ mod run;
 mod safe_ints;
 mod schema;
 mod segments;
+mod shared_names;
 mod stats;
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use std::ops::Range;
 use rustc_hash::FxHashMap;
 
 use super::encoding::{Dict, Encoding, List};
+use super::shared_names::{Name, NAME_COUNT};
 use crate::memory_snapshot::{MemorySnapshot, ResolvedFrame};
 use crate::stack_table::StackId;
 
@@ -33,15 +34,18 @@ struct CachedFrames {
 
 /// Each stack's encoded `frames` list, built on first use, copied (or, when shared,
 /// referenced through the pickle memo) on every later use. When shared, the trace
-/// entries' keys and actions are written once too and repeated from the memo (strings
-/// are immutable, so sharing them is safe where sharing dicts is not).
+/// entries' keys, actions and op names are written once too and repeated from the memo
+/// (strings are immutable, so sharing them is safe where sharing dicts is not).
 pub(super) struct FrameCache {
     arena: Vec<u8>,
     slots: FxHashMap<StackId, u32>,
     cached: Vec<CachedFrames>,
     share: bool,
     memoized: u32,
-    strings: FxHashMap<&'static str, u32>,
+    /// Memo index of each [`Name`] once written (`u32::MAX`: not yet).
+    names: [u32; NAME_COUNT],
+    /// Memo index of each op name once written (`u32::MAX`: not yet), by op id.
+    op_names: Vec<u32>,
 }
 
 impl FrameCache {
@@ -52,39 +56,58 @@ impl FrameCache {
             cached: Vec::new(),
             share,
             memoized: 0,
-            strings: FxHashMap::default(),
+            names: [u32::MAX; NAME_COUNT],
+            op_names: Vec::new(),
         }
     }
 
     /// Writes `key` as the next key of `dict`, from the memo when shared.
-    pub(super) fn key<E: Encoding>(
-        &mut self,
-        dict: &mut Dict<E>,
-        out: &mut Vec<u8>,
-        key: &'static str,
-    ) {
+    pub(super) fn key<E: Encoding>(&mut self, dict: &mut Dict<E>, out: &mut Vec<u8>, key: Name) {
         if self.share && E::HAS_MEMO {
             dict.key_slot(out);
             self.string::<E>(out, key);
         } else {
-            dict.key(out, key);
+            dict.key(out, key.text());
         }
     }
 
     /// Writes `value`, from the memo when shared.
-    pub(super) fn string<E: Encoding>(&mut self, out: &mut Vec<u8>, value: &'static str) {
+    #[inline]
+    pub(super) fn string<E: Encoding>(&mut self, out: &mut Vec<u8>, value: Name) {
         if !(self.share && E::HAS_MEMO) {
-            E::str(out, value);
+            E::str(out, value.text());
             return;
         }
-        match self.strings.get(value) {
-            Some(&index) => E::memo_get(out, index),
-            None => {
-                E::str(out, value);
-                if E::memoize(out) {
-                    self.strings.insert(value, self.memoized);
-                    self.memoized += 1;
-                }
+        let memo = &mut self.names[value as usize];
+        if *memo != u32::MAX {
+            E::memo_get(out, *memo);
+        } else {
+            E::str(out, value.text());
+            if E::memoize(out) {
+                *memo = self.memoized;
+                self.memoized += 1;
+            }
+        }
+    }
+
+    /// Writes op `op`'s name (`encoded` by `E`), from the memo when shared.
+    #[inline]
+    pub(super) fn op_name<E: Encoding>(&mut self, out: &mut Vec<u8>, op: usize, encoded: &[u8]) {
+        if !(self.share && E::HAS_MEMO) {
+            out.extend_from_slice(encoded);
+            return;
+        }
+        if self.op_names.len() <= op {
+            self.op_names.resize(op + 1, u32::MAX);
+        }
+        let memo = &mut self.op_names[op];
+        if *memo != u32::MAX {
+            E::memo_get(out, *memo);
+        } else {
+            out.extend_from_slice(encoded);
+            if E::memoize(out) {
+                *memo = self.memoized;
+                self.memoized += 1;
             }
         }
     }

@@ -80,22 +80,15 @@ impl Encoding for Pickle {
             out.push(op::BININT);
             out.extend_from_slice(&word.to_le_bytes());
         } else {
-            // Two's complement, little-endian, in the fewest bytes that keep the sign.
-            let bytes = i128::from(value).to_le_bytes();
-            let mut len = bytes.len();
-            while len > 1 {
-                let top = bytes[len - 1];
-                let sign_of_next = bytes[len - 2] & 0x80;
-                let redundant =
-                    (top == 0 && sign_of_next == 0) || (top == 0xff && sign_of_next != 0);
-                if !redundant {
-                    break;
-                }
-                len -= 1;
-            }
-            // At most 9 bytes for an i64.
+            // Two's complement, little-endian, in the fewest bytes that keep the sign: the
+            // value's significant bits plus a sign bit (at most 8 bytes for an i64).
+            let significant = 64 - if value < 0 { !value } else { value }.leading_zeros();
+            let len = (significant as usize + 1).div_ceil(8);
+            let at = out.len();
             out.extend_from_slice(&[op::LONG1, len as u8]);
-            out.extend_from_slice(&bytes[..len]);
+            // Eight bytes at once (one store, no copy loop), then drop the redundant ones.
+            out.extend_from_slice(&value.to_le_bytes());
+            out.truncate(at + 2 + len);
         }
     }
 

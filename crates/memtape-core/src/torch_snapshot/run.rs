@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use super::device_layout::DeviceLayout;
 use super::encoding::{Dict, Encoding, List};
 use super::host_segments::HostReplay;
-use super::schema::{trace_actions, Schema};
+use super::schema::{trace_names, Schema};
 use super::segments::final_segments;
 use super::stats::TorchSnapshotStats;
 use crate::memory_snapshot::MemorySnapshot;
@@ -133,7 +133,7 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
                             .write_host_entries(&mut self.buf, &mut trace, step, index);
                     }
                     None => {
-                        for &action in trace_actions(event.action) {
+                        for &action in trace_names(event.action) {
                             trace.item(&mut self.buf);
                             self.schema
                                 .write_entry(&mut self.buf, action, event, event.size);

@@ -7,6 +7,7 @@ use super::encoding::{Dict, Encoding, List};
 use super::frame_cache::FrameCache;
 use super::host_segments::{segment_size, HostStep};
 use super::safe_ints::SafeInts;
+use super::shared_names::Name;
 use crate::event::{Action, Event};
 use crate::memory_snapshot::{MemorySnapshot, SegmentState};
 
@@ -15,14 +16,34 @@ use crate::memory_snapshot::{MemorySnapshot, SegmentState};
 /// A free is always `free_requested` then `free_completed` (only the second frees memory
 /// in the viewer's timelines; it merges the adjacent pair into one `free`).
 pub fn trace_actions(action: Action) -> &'static [&'static str] {
+    const ALLOC: &[&str] = &[Name::Alloc.text()];
+    const SEGMENT_ALLOC: &[&str] = &[Name::SegmentAlloc.text(), Name::Alloc.text()];
+    const FREE: &[&str] = &[Name::FreeRequested.text(), Name::FreeCompleted.text()];
+    const FREE_SEGMENT: &[&str] = &[
+        Name::FreeRequested.text(),
+        Name::FreeCompleted.text(),
+        Name::SegmentFree.text(),
+    ];
+    const SEGMENT_FREE: &[&str] = &[Name::SegmentFree.text()];
+    match trace_names(action) {
+        [Name::Alloc] => ALLOC,
+        [Name::SegmentAlloc, Name::Alloc] => SEGMENT_ALLOC,
+        [Name::FreeRequested, Name::FreeCompleted] => FREE,
+        [Name::FreeRequested, Name::FreeCompleted, Name::SegmentFree] => FREE_SEGMENT,
+        _ => SEGMENT_FREE,
+    }
+}
+
+/// [`trace_actions`] as [`Name`]s.
+pub(super) fn trace_names(action: Action) -> &'static [Name] {
     match action {
-        Action::Alloc | Action::AllocReuse => &["alloc"],
-        Action::AllocNew | Action::AllocMakeBuffer => &["segment_alloc", "alloc"],
-        Action::Free | Action::FreeActiveToCache => &["free_requested", "free_completed"],
+        Action::Alloc | Action::AllocReuse => &[Name::Alloc],
+        Action::AllocNew | Action::AllocMakeBuffer => &[Name::SegmentAlloc, Name::Alloc],
+        Action::Free | Action::FreeActiveToCache => &[Name::FreeRequested, Name::FreeCompleted],
         Action::FreeActiveToOs | Action::Release => {
-            &["free_requested", "free_completed", "segment_free"]
+            &[Name::FreeRequested, Name::FreeCompleted, Name::SegmentFree]
         }
-        Action::FreeCacheToOs => &["segment_free"],
+        Action::FreeCacheToOs => &[Name::SegmentFree],
     }
 }
 
@@ -33,8 +54,6 @@ pub(super) struct Schema<'s, E> {
     frames: FrameCache,
     /// Encoded op names by op id (index 0 and unknown ids: no op).
     op_strings: Vec<Vec<u8>>,
-    unknown: Vec<u8>,
-    empty: Vec<u8>,
     /// Whether entries carry `category`: see
     /// [`TorchSnapshotStats::categories`](super::TorchSnapshotStats::categories).
     categories: bool,
@@ -53,8 +72,6 @@ impl<'s, E: Encoding> Schema<'s, E> {
             snapshot,
             frames: FrameCache::new(share_frames),
             op_strings: snapshot.op_names.iter().map(|name| encoded(name)).collect(),
-            unknown: encoded("unknown"),
-            empty: encoded(""),
             categories: snapshot.events.iter().any(
                 |event| !matches!(snapshot.op_name(event.op), Some(name) if name != "unknown"),
             ),
@@ -139,7 +156,7 @@ impl<'s, E: Encoding> Schema<'s, E> {
     ) {
         let events = &self.snapshot.events;
         let event = &events[index];
-        let mut write = |schema: &mut Self, action: &'static str, event: &Event, size: u64| {
+        let mut write = |schema: &mut Self, action: Name, event: &Event, size: u64| {
             trace.item(out);
             schema.write_entry(out, action, event, size);
         };
@@ -151,17 +168,17 @@ impl<'s, E: Encoding> Schema<'s, E> {
                         time_ns: event.time_ns,
                         ..events[stale]
                     };
-                    write(self, "free_requested", &ended, ended.size);
-                    write(self, "free_completed", &ended, ended.size);
-                    write(self, "segment_free", &ended, segment_size(ended.size));
+                    write(self, Name::FreeRequested, &ended, ended.size);
+                    write(self, Name::FreeCompleted, &ended, ended.size);
+                    write(self, Name::SegmentFree, &ended, segment_size(ended.size));
                 }
-                write(self, "segment_alloc", event, segment_size(event.size));
-                write(self, "alloc", event, event.size);
+                write(self, Name::SegmentAlloc, event, segment_size(event.size));
+                write(self, Name::Alloc, event, event.size);
             }
             HostStep::Free { size } => {
-                write(self, "free_requested", event, size);
-                write(self, "free_completed", event, size);
-                write(self, "segment_free", event, segment_size(size));
+                write(self, Name::FreeRequested, event, size);
+                write(self, Name::FreeCompleted, event, size);
+                write(self, Name::SegmentFree, event, segment_size(size));
             }
             HostStep::Skip => {}
         }
@@ -170,7 +187,7 @@ impl<'s, E: Encoding> Schema<'s, E> {
     pub(super) fn write_entry(
         &mut self,
         out: &mut Vec<u8>,
-        action: &'static str,
+        action: Name,
         event: &Event,
         size: u64,
     ) {
@@ -179,34 +196,36 @@ impl<'s, E: Encoding> Schema<'s, E> {
         let stream = self.ints.masked(event.stream);
         let time_us = self.ints.saturated(event.time_ns / 1000);
         let op = event.op as usize;
-        let op_string = if op == 0 {
-            None
-        } else {
-            self.op_strings.get(op)
-        };
+        let op = (op != 0 && op < self.op_strings.len()).then_some(op);
 
         let memo = &mut self.frames;
         let mut dict = Dict::<E>::begin(out);
-        memo.key(&mut dict, out, "action");
+        memo.key(&mut dict, out, Name::Action);
         memo.string::<E>(out, action);
-        memo.key(&mut dict, out, "addr");
+        memo.key(&mut dict, out, Name::Addr);
         E::int(out, addr);
-        memo.key(&mut dict, out, "size");
+        memo.key(&mut dict, out, Name::Size);
         E::int(out, size);
-        memo.key(&mut dict, out, "stream");
+        memo.key(&mut dict, out, Name::Stream);
         E::int(out, stream);
-        memo.key(&mut dict, out, "time_us");
+        memo.key(&mut dict, out, Name::TimeUs);
         E::int(out, time_us);
-        memo.key(&mut dict, out, "compile_context");
-        out.extend_from_slice(&self.empty);
-        memo.key(&mut dict, out, "user_metadata");
-        out.extend_from_slice(op_string.unwrap_or(&self.empty));
+        memo.key(&mut dict, out, Name::CompileContext);
+        memo.string::<E>(out, Name::Empty);
+        memo.key(&mut dict, out, Name::UserMetadata);
+        match op {
+            Some(op) => memo.op_name::<E>(out, op, &self.op_strings[op]),
+            None => memo.string::<E>(out, Name::Empty),
+        }
         if self.categories {
-            memo.key(&mut dict, out, "category");
-            out.extend_from_slice(op_string.unwrap_or(&self.unknown));
+            memo.key(&mut dict, out, Name::Category);
+            match op {
+                Some(op) => memo.op_name::<E>(out, op, &self.op_strings[op]),
+                None => memo.string::<E>(out, Name::Unknown),
+            }
         }
         if let Some(slot) = memo.slot::<E>(self.snapshot, event.stack) {
-            memo.key(&mut dict, out, "frames");
+            memo.key(&mut dict, out, Name::Frames);
             memo.write::<E>(out, slot);
         }
         dict.end(out);

@@ -23,6 +23,7 @@ mod encoder;
 mod error;
 mod format;
 mod reader;
+mod recent_addresses;
 mod record;
 mod varint;
 mod writer;

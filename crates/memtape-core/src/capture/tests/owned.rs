@@ -70,7 +70,7 @@ impl From<Record<'_>> for Owned {
 }
 
 impl Owned {
-    fn encode(&self, encoder: &mut BlockEncoder) {
+    pub(super) fn encode(&self, encoder: &mut BlockEncoder) {
         match *self {
             Owned::Alloc {
                 domain,
@@ -106,9 +106,25 @@ pub(super) struct Sample {
 }
 
 pub(super) fn write_file(blocks: &[Vec<Owned>], trailer: Option<&str>) -> Sample {
+    write_file_with(BlockEncoder::new(), blocks, trailer)
+}
+
+/// A file of `version` (1 or 2): records encoded without back references, the header's
+/// version set.
+pub(super) fn write_old_file(version: u16, blocks: &[Vec<Owned>], trailer: Option<&str>) -> Sample {
+    let encoder = BlockEncoder::new().without_back_references();
+    let mut sample = write_file_with(encoder, blocks, trailer);
+    sample.bytes[8..10].copy_from_slice(&version.to_le_bytes());
+    sample
+}
+
+fn write_file_with(
+    mut encoder: BlockEncoder,
+    blocks: &[Vec<Owned>],
+    trailer: Option<&str>,
+) -> Sample {
     let mut writer = CaptureFileWriter::new(Vec::new(), METADATA).unwrap();
     let header_len = writer.bytes_written();
-    let mut encoder = BlockEncoder::new();
     let mut block_ends = Vec::new();
     let mut records = Vec::new();
     for block in blocks {

@@ -11,10 +11,23 @@ fn version_1_files_still_read() {
         .into_iter()
         .filter(|r| !matches!(r, Owned::Module(..) | Owned::NativeFrame(..)))
         .collect();
-    let mut sample = write_file(std::slice::from_ref(&old), Some(TRAILER));
-    sample.bytes[8..10].copy_from_slice(&1u16.to_le_bytes());
+    let sample = write_old_file(1, std::slice::from_ref(&old), Some(TRAILER));
     let mut reader = CaptureReader::new(&sample.bytes[..]).unwrap();
     assert_eq!(reader.version(), 1);
+    let mut records = Vec::new();
+    reader
+        .for_each_record(|record| records.push(Owned::from(record)))
+        .unwrap();
+    assert_eq!(records, old);
+}
+
+#[test]
+fn version_2_files_still_read() {
+    // Version 2 is version 3 without the back references (AllocReuse, FreeBack).
+    let old = every_kind();
+    let sample = write_old_file(2, std::slice::from_ref(&old), Some(TRAILER));
+    let mut reader = CaptureReader::new(&sample.bytes[..]).unwrap();
+    assert_eq!(reader.version(), 2);
     let mut records = Vec::new();
     reader
         .for_each_record(|record| records.push(Owned::from(record)))

@@ -4,7 +4,7 @@
 
 use crate::key_hash::{mix2, slot_of};
 
-use crate::live_table::{LiveEntry, TableFull};
+use crate::live_entry::{LiveEntry, TableFull};
 use crate::stack_table::StackId;
 
 /// Blocks keyed by `(domain, address)`; address 0 marks an empty slot.

@@ -5,7 +5,7 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::live_table::TableFull;
+use crate::live_entry::TableFull;
 use crate::stack_table::StackId;
 
 /// Granule: every block handled here is 16-byte aligned.

@@ -16,6 +16,7 @@ mod chunked_table;
 pub mod event;
 pub mod event_ring;
 mod key_hash;
+mod live_entry;
 pub mod live_table;
 pub mod memory_snapshot;
 pub mod memory_source;

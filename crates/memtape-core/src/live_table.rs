@@ -9,23 +9,7 @@ use crate::address_table::AddressTable;
 use crate::chunked_table::{is_granule, is_small, ChunkedTable};
 use crate::stack_table::StackId;
 
-/// One traced block.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct LiveEntry {
-    /// Block address (never 0).
-    pub addr: u64,
-    /// Requested size in bytes.
-    pub size: u64,
-    /// The stack that allocated it.
-    pub stack: StackId,
-    /// tracemalloc's domain: 0 for the Python allocators.
-    pub domain: u32,
-}
-
-/// The table could not grow: the block was not recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the live table could not grow: out of memory")]
-pub struct TableFull;
+pub use crate::live_entry::{LiveEntry, TableFull};
 
 /// Live blocks plus current/peak accounting.
 #[derive(Debug, Default)]

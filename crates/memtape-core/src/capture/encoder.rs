@@ -1,10 +1,12 @@
 //! [`BlockEncoder`]: appends records to a raw block.
 
+use super::recent_addresses::RecentAddresses;
 use super::record::tag;
 use super::varint::{put_sv, put_uv};
 
 /// Appends records to an in-memory raw block with the delta state of the spec
-/// (`prev_addr`, `prev_stack`, both 0 at the block start).
+/// (`prev_addr`, `prev_stack`, both 0 at the block start) and, from format version 3,
+/// back references to the block's earlier allocations and frees ([`RecentAddresses`]).
 ///
 /// Hand the block to [`CaptureFileWriter::write_block`](super::CaptureFileWriter::write_block)
 /// with [`take`](Self::take) (or [`as_bytes`](Self::as_bytes) then [`clear`](Self::clear),
@@ -16,6 +18,9 @@ pub struct BlockEncoder {
     prev_addr: u64,
     prev_stack: u32,
     events: u64,
+    recent: RecentAddresses,
+    /// Off only to write version-2 blocks in tests.
+    no_back_references: bool,
 }
 
 impl BlockEncoder {
@@ -35,13 +40,22 @@ impl BlockEncoder {
     /// An allocation of `size` bytes at `addr` in tracemalloc `domain`, by `stack`.
     #[inline]
     pub fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
-        if domain == 0 {
-            self.buf.push(tag::ALLOC);
-        } else {
-            self.buf.push(tag::ALLOC_IN_DOMAIN);
-            put_uv(&mut self.buf, u64::from(domain));
+        let reused = self.recent.alloc(addr).filter(|_| !self.no_back_references);
+        match (domain, reused) {
+            (0, Some(back)) => {
+                self.buf.push(tag::ALLOC_REUSE);
+                put_uv(&mut self.buf, u64::from(back));
+            }
+            (0, None) => {
+                self.buf.push(tag::ALLOC);
+                self.put_addr(addr);
+            }
+            _ => {
+                self.buf.push(tag::ALLOC_IN_DOMAIN);
+                put_uv(&mut self.buf, u64::from(domain));
+                self.put_addr(addr);
+            }
         }
-        self.put_addr(addr);
         put_uv(&mut self.buf, size);
         put_sv(&mut self.buf, i64::from(stack) - i64::from(self.prev_stack));
         self.prev_stack = stack;
@@ -51,15 +65,36 @@ impl BlockEncoder {
     /// A free of the block at `addr`, in `domain` when the recorder knows it.
     #[inline]
     pub fn free(&mut self, domain: Option<u32>, addr: u64) {
-        match domain {
-            None => self.buf.push(tag::FREE),
-            Some(domain) => {
+        let back = self.recent.free(addr).filter(|_| !self.no_back_references);
+        match (domain, back) {
+            (None, Some(back)) => {
+                self.buf.push(tag::FREE_BACK);
+                put_uv(&mut self.buf, u64::from(back));
+            }
+            (Some(domain), Some(back)) => {
+                self.buf.push(tag::FREE_BACK_IN_DOMAIN);
+                put_uv(&mut self.buf, u64::from(domain));
+                put_uv(&mut self.buf, u64::from(back));
+            }
+            (None, None) => {
+                self.buf.push(tag::FREE);
+                self.put_addr(addr);
+            }
+            (Some(domain), None) => {
                 self.buf.push(tag::FREE_IN_DOMAIN);
                 put_uv(&mut self.buf, u64::from(domain));
+                self.put_addr(addr);
             }
         }
-        self.put_addr(addr);
         self.events += 1;
+    }
+
+    /// Writes blocks without back references, as format versions 1 and 2 did (to make
+    /// old files in tests).
+    #[cfg(test)]
+    pub(crate) fn without_back_references(mut self) -> Self {
+        self.no_back_references = true;
+        self
     }
 
     /// The time of the records that follow, in ns since the metadata's `start_time_ns`.
@@ -173,6 +208,7 @@ impl BlockEncoder {
         self.prev_addr = 0;
         self.prev_stack = 0;
         self.events = 0;
+        self.recent.new_block();
     }
 
     #[inline]

@@ -2,7 +2,7 @@
 
 use std::io;
 
-use super::FORMAT_VERSION;
+use super::format::FORMAT_VERSION;
 
 /// Why a capture file could not be read. Every message names the byte offset (in the
 /// file, and for records also inside the decompressed block) of the problem; the caller
@@ -31,7 +31,7 @@ pub enum CaptureError {
     #[error(
         "unsupported capture format version {version} at offset 8 (this memtape reads {} to {}): \
          a newer memtape wrote it, or the file is damaged",
-        super::OLDEST_FORMAT_VERSION,
+        super::format::OLDEST_FORMAT_VERSION,
         FORMAT_VERSION
     )]
     UnsupportedVersion {

@@ -21,7 +21,9 @@
 
 mod encoder;
 mod error;
+mod format;
 mod reader;
+mod recent_addresses;
 mod record;
 mod varint;
 mod writer;
@@ -31,38 +33,13 @@ mod tests;
 
 pub use encoder::BlockEncoder;
 pub use error::CaptureError;
+pub use format::{
+    BLOCK_MAGIC, FILE_MAGIC, FORMAT_VERSION, MAX_METADATA_LEN, MAX_PAYLOAD_LEN, MAX_RAW_LEN,
+    OLDEST_FORMAT_VERSION,
+};
 pub use reader::{CaptureReader, ReadSummary};
 pub use record::{Record, Segments};
 pub use writer::{CaptureFileWriter, ZSTD_LEVEL};
-
-/// The file magic, at offset 0.
-pub const FILE_MAGIC: [u8; 8] = *b"MEMTAPE\0";
-/// The format version this module writes (2 added the Module and NativeFrame records).
-pub const FORMAT_VERSION: u16 = 2;
-/// The oldest format version this module reads.
-pub const OLDEST_FORMAT_VERSION: u16 = 1;
-/// The magic at the start of every block.
-pub const BLOCK_MAGIC: [u8; 4] = *b"MTBK";
-/// The largest metadata JSON the header may carry (1 MiB).
-pub const MAX_METADATA_LEN: u32 = 1 << 20;
-/// The largest payload (compressed) length of a block (64 MiB).
-pub const MAX_PAYLOAD_LEN: u32 = 64 << 20;
-/// The largest raw (decompressed) length of a block (256 MiB).
-pub const MAX_RAW_LEN: u32 = 256 << 20;
-
-/// Bytes of the fixed part of the file header: magic, version, flags, metadata length.
-const FILE_HEADER_FIXED_LEN: usize = 16;
-/// Bytes of a block header: magic, kind, compression, reserved, P, R, CRC.
-const BLOCK_HEADER_LEN: usize = 20;
-
-/// Block kind: records.
-const KIND_RECORDS: u8 = 1;
-/// Block kind: the trailer (JSON, uncompressed).
-const KIND_TRAILER: u8 = 2;
-/// Block compression: stored as is.
-const COMPRESSION_NONE: u8 = 0;
-/// Block compression: one or more zstd frames.
-const COMPRESSION_ZSTD: u8 = 1;
 
 /// Decoding a raw block directly, for other modules' tests.
 #[cfg(test)]

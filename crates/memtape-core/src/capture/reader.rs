@@ -3,12 +3,12 @@
 use std::io::{self, Read};
 
 use super::error::CaptureError;
-use super::record::{decode_block, Record};
-use super::{
+use super::format::{
     BLOCK_HEADER_LEN, BLOCK_MAGIC, COMPRESSION_NONE, COMPRESSION_ZSTD, FILE_HEADER_FIXED_LEN,
     FILE_MAGIC, FORMAT_VERSION, KIND_RECORDS, KIND_TRAILER, MAX_METADATA_LEN, MAX_PAYLOAD_LEN,
     MAX_RAW_LEN, OLDEST_FORMAT_VERSION,
 };
+use super::record::{decode_block, Record};
 
 /// What [`CaptureReader::for_each_record`] read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

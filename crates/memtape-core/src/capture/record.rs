@@ -19,6 +19,9 @@ pub(crate) mod tag {
     pub(crate) const DROPPED: u8 = 0x0A;
     pub(crate) const MODULE: u8 = 0x0B;
     pub(crate) const NATIVE_FRAME: u8 = 0x0C;
+    pub(crate) const ALLOC_REUSE: u8 = 0x0D;
+    pub(crate) const FREE_BACK: u8 = 0x0E;
+    pub(crate) const FREE_BACK_IN_DOMAIN: u8 = 0x0F;
 }
 
 /// One record of a capture file, with its delta encoding already undone.
@@ -28,7 +31,8 @@ pub(crate) mod tag {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Record<'a> {
     /// A block allocated in tracemalloc `domain` (0: the Python heap) by `stack`.
-    /// Tag 0x01 when `domain == 0`, 0x02 otherwise.
+    /// Tag 0x01 when `domain == 0`, 0x02 otherwise, 0x0D (version 3) for domain 0 at the
+    /// address of a block freed earlier in the block.
     Alloc {
         /// The tracemalloc domain (389047: NumPy).
         domain: u32,
@@ -40,7 +44,8 @@ pub enum Record<'a> {
         stack: u32,
     },
     /// The block at `addr` was freed. Tag 0x03 without a domain (domain 0 first, then
-    /// the others), 0x04 with one.
+    /// the others), 0x04 with one; 0x0E and 0x0F (version 3) when it was allocated
+    /// earlier in the block.
     Free {
         /// The domain, when the recorder knew it.
         domain: Option<u32>,
@@ -161,6 +166,8 @@ pub(crate) enum RecordError {
     OutOfRange { field: &'static str, value: i128 },
     /// A string that is not UTF-8.
     InvalidUtf8 { field: &'static str },
+    /// A back reference to before the block's start.
+    BadBackReference { field: &'static str, back: u64 },
 }
 
 impl fmt::Display for RecordError {
@@ -179,6 +186,12 @@ impl fmt::Display for RecordError {
                 write!(f, "the {field} is {value}, outside 0..=4294967295")
             }
             RecordError::InvalidUtf8 { field } => write!(f, "the {field} is not UTF-8"),
+            RecordError::BadBackReference { field, back } => {
+                write!(
+                    f,
+                    "the {field} refers {back} back, before the block's start"
+                )
+            }
         }
     }
 }
@@ -220,11 +233,24 @@ where
     Ok(counts)
 }
 
-/// The delta state of a block, reset to 0 at its start.
+/// The delta state of a block, reset at its start: the previous address and stack, and
+/// the addresses of the block's allocations and frees so far (for back references).
 #[derive(Default)]
 struct DeltaState {
     prev_addr: u64,
     prev_stack: u32,
+    allocs: Vec<u64>,
+    frees: Vec<u64>,
+}
+
+/// The address `back` entries before the end of `seen` (0: the last one).
+#[inline(always)]
+fn back_reference(seen: &[u64], back: u64, name: &'static str) -> Result<u64, RecordError> {
+    usize::try_from(back)
+        .ok()
+        .and_then(|back| seen.len().checked_sub(back + 1))
+        .map(|at| seen[at])
+        .ok_or(RecordError::BadBackReference { field: name, back })
 }
 
 #[inline(always)]
@@ -281,8 +307,20 @@ fn alloc<'a>(
     domain: u32,
 ) -> Result<Record<'a>, RecordError> {
     let addr = addr(cursor, delta, "address delta of an Alloc")?;
+    alloc_at(cursor, delta, domain, addr)
+}
+
+/// The rest of an Alloc at `addr`: its size and stack.
+#[inline(always)]
+fn alloc_at<'a>(
+    cursor: &mut ByteCursor<'a>,
+    delta: &mut DeltaState,
+    domain: u32,
+    addr: u64,
+) -> Result<Record<'a>, RecordError> {
     let size = field(cursor.uv(), "size of an Alloc")?;
     let stack = stack(cursor, delta, "stack of an Alloc")?;
+    delta.allocs.push(addr);
     Ok(Record::Alloc {
         domain,
         addr,
@@ -313,6 +351,13 @@ fn module<'a>(cursor: &mut ByteCursor<'a>) -> Result<Record<'a>, RecordError> {
     })
 }
 
+/// A Free at `addr`, remembered for later back references.
+#[inline(always)]
+fn free(delta: &mut DeltaState, domain: Option<u32>, addr: u64) -> Record<'static> {
+    delta.frees.push(addr);
+    Record::Free { domain, addr }
+}
+
 #[inline(always)]
 fn decode_record<'a>(
     cursor: &mut ByteCursor<'a>,
@@ -321,20 +366,34 @@ fn decode_record<'a>(
     let tag = field(cursor.byte(), "tag")?;
     match tag {
         tag::ALLOC => alloc(cursor, delta, 0),
-        tag::FREE => Ok(Record::Free {
-            domain: None,
-            addr: addr(cursor, delta, "address delta of a Free")?,
-        }),
+        tag::FREE => {
+            let addr = addr(cursor, delta, "address delta of a Free")?;
+            Ok(free(delta, None, addr))
+        }
         tag::ALLOC_IN_DOMAIN => {
             let domain = uv32(cursor, "domain of an Alloc")?;
             alloc(cursor, delta, domain)
         }
         tag::FREE_IN_DOMAIN => {
             let domain = uv32(cursor, "domain of a Free")?;
-            Ok(Record::Free {
-                domain: Some(domain),
-                addr: addr(cursor, delta, "address delta of a Free")?,
-            })
+            let addr = addr(cursor, delta, "address delta of a Free")?;
+            Ok(free(delta, Some(domain), addr))
+        }
+        tag::ALLOC_REUSE => {
+            let back = field(cursor.uv(), "free reference of an AllocReuse")?;
+            let addr = back_reference(&delta.frees, back, "free reference of an AllocReuse")?;
+            alloc_at(cursor, delta, 0, addr)
+        }
+        tag::FREE_BACK => {
+            let back = field(cursor.uv(), "alloc reference of a FreeBack")?;
+            let addr = back_reference(&delta.allocs, back, "alloc reference of a FreeBack")?;
+            Ok(free(delta, None, addr))
+        }
+        tag::FREE_BACK_IN_DOMAIN => {
+            let domain = uv32(cursor, "domain of a FreeBack")?;
+            let back = field(cursor.uv(), "alloc reference of a FreeBack")?;
+            let addr = back_reference(&delta.allocs, back, "alloc reference of a FreeBack")?;
+            Ok(free(delta, Some(domain), addr))
         }
         tag::TIME => Ok(Record::Time {
             ns: field(cursor.uv(), "time of a Time")?,
@@ -371,65 +430,4 @@ fn decode_record<'a>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn decode_all(raw: &[u8]) -> Result<Vec<String>, (usize, String)> {
-        let mut out = Vec::new();
-        decode_block(raw, &mut |record| out.push(format!("{record:?}")))
-            .map(|_| out)
-            .map_err(|(offset, error)| (offset, error.to_string()))
-    }
-
-    #[test]
-    fn empty_block_has_no_records() {
-        assert_eq!(decode_all(&[]), Ok(vec![]));
-    }
-
-    #[test]
-    fn errors_name_the_record_offset_and_the_problem() {
-        // Time 5, then an unknown tag at offset 2.
-        assert_eq!(
-            decode_all(&[tag::TIME, 5, 0x5f]),
-            Err((2, "unknown tag 0x5f".to_owned()))
-        );
-        assert_eq!(
-            decode_all(&[tag::ALLOC, 2, 16]),
-            Err((0, "the block ends inside the stack of an Alloc".to_owned()))
-        );
-        // Stack delta -1 from 0.
-        assert_eq!(
-            decode_all(&[tag::ALLOC, 2, 16, 1]),
-            Err((
-                0,
-                "the stack of an Alloc is -1, outside 0..=4294967295".to_owned()
-            ))
-        );
-        // Domain 2**32.
-        assert_eq!(
-            decode_all(&[tag::ALLOC_IN_DOMAIN, 0x80, 0x80, 0x80, 0x80, 0x10, 0, 0, 0]),
-            Err((
-                0,
-                "the domain of an Alloc is 4294967296, outside 0..=4294967295".to_owned()
-            ))
-        );
-        assert_eq!(
-            decode_all(&[tag::MARKER, 2, 0xff, 0xfe]),
-            Err((0, "the label of a Marker is not UTF-8".to_owned()))
-        );
-        assert_eq!(
-            decode_all(&[tag::STRING, 1, 200, 1, b'a']),
-            Err((0, "the block ends inside the value of a String".to_owned()))
-        );
-        let mut overlong = vec![tag::DROPPED];
-        overlong.extend([0xff; 10]);
-        overlong.push(0);
-        assert_eq!(
-            decode_all(&overlong),
-            Err((
-                0,
-                "the count of a Dropped is a varint longer than 64 bits".to_owned()
-            ))
-        );
-    }
-}
+mod tests;

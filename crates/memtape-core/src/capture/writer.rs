@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use super::{
+use super::format::{
     BLOCK_HEADER_LEN, BLOCK_MAGIC, COMPRESSION_NONE, COMPRESSION_ZSTD, FILE_MAGIC, FORMAT_VERSION,
     KIND_RECORDS, KIND_TRAILER, MAX_METADATA_LEN, MAX_PAYLOAD_LEN, MAX_RAW_LEN,
 };
@@ -213,7 +213,7 @@ mod tests {
             .finish("{\"events\": 0}")
             .unwrap();
         assert_eq!(&out[..8], b"MEMTAPE\0");
-        assert_eq!(&out[8..10], &[2, 0]);
+        assert_eq!(&out[8..10], &[3, 0]);
         assert_eq!(&out[10..12], &[0, 0]);
         assert_eq!(&out[12..16], &[2, 0, 0, 0]);
         assert_eq!(&out[16..18], b"{}");

@@ -23,6 +23,7 @@ mod json;
 mod json_out;
 mod live_by_stack;
 mod live_set;
+mod memory_chart;
 mod native_symbols;
 mod record;
 mod replay;

@@ -1,0 +1,101 @@
+//! The encoder's memory of the block's recent allocations and frees, for the back
+//! references of format version 3: a free of a block allocated earlier in the same block
+//! names that allocation (`FreeBack`), and an allocation at the address of a block freed
+//! earlier in the same block names that free (`AllocReuse`). Python's allocators hand out
+//! the block freed last of a size class first, so both distances repeat in patterns that
+//! compress far better than addresses.
+//!
+//! A direct-mapped table per kind, keyed by address: one load and one store per record
+//! on the recording path, no probing. A miss (a collision, or an event of an earlier
+//! block) only falls back to the address delta; a hit is exact, because the slot holds
+//! the address it was written for.
+
+/// Slots per table (a power of two): 2 × 64 KiB.
+const SLOTS: usize = 1 << 12;
+
+/// One remembered record: its address, its ordinal in the block, and the block it was
+/// written in.
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    addr: u64,
+    ordinal: u32,
+    block: u32,
+}
+
+/// Recent allocations and frees of the current block, by address.
+#[derive(Clone, Debug)]
+pub(super) struct RecentAddresses {
+    allocs: Vec<Slot>,
+    frees: Vec<Slot>,
+    /// Allocation and free records so far in this block.
+    alloc_count: u32,
+    free_count: u32,
+    /// The current block's number; slots of other blocks never match. Starts at 1, so
+    /// the zeroed slots belong to no block.
+    block: u32,
+}
+
+impl Default for RecentAddresses {
+    fn default() -> Self {
+        RecentAddresses {
+            allocs: vec![Slot::default(); SLOTS],
+            frees: vec![Slot::default(); SLOTS],
+            alloc_count: 0,
+            free_count: 0,
+            block: 1,
+        }
+    }
+}
+
+#[inline]
+fn slot_of(addr: u64) -> usize {
+    // Blocks are at least 8-byte aligned; neighbours land in neighbouring slots.
+    ((addr >> 3) as usize) & (SLOTS - 1)
+}
+
+impl RecentAddresses {
+    /// Records an allocation at `addr`; returns how many frees back in this block one
+    /// at the same address was, if the table remembers one.
+    #[inline]
+    pub(super) fn alloc(&mut self, addr: u64) -> Option<u32> {
+        let i = slot_of(addr);
+        let freed = self.frees[i];
+        let back = (freed.block == self.block && freed.addr == addr)
+            .then(|| self.free_count - 1 - freed.ordinal);
+        self.allocs[i] = Slot {
+            addr,
+            ordinal: self.alloc_count,
+            block: self.block,
+        };
+        self.alloc_count += 1;
+        back
+    }
+
+    /// Records a free at `addr`; returns how many allocations back in this block one at
+    /// the same address was, if the table remembers one.
+    #[inline]
+    pub(super) fn free(&mut self, addr: u64) -> Option<u32> {
+        let i = slot_of(addr);
+        let allocated = self.allocs[i];
+        let back = (allocated.block == self.block && allocated.addr == addr)
+            .then(|| self.alloc_count - 1 - allocated.ordinal);
+        self.frees[i] = Slot {
+            addr,
+            ordinal: self.free_count,
+            block: self.block,
+        };
+        self.free_count += 1;
+        back
+    }
+
+    /// Starts a new block: nothing before it is referred to.
+    pub(super) fn new_block(&mut self) {
+        self.alloc_count = 0;
+        self.free_count = 0;
+        self.block = self.block.wrapping_add(1);
+        if self.block == 0 {
+            // After 2**32 blocks: forget every slot rather than match a block of old.
+            *self = RecentAddresses::default();
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! Whole-file tests: round trips, truncation at every byte, byte flips, foreign input, the
+//! limits, a bounded stand-in for the fuzzer, and the size/speed measurement (slow).
+
+mod back_reference_tests;
+mod damage_tests;
+mod fuzz;
+mod owned;
+mod round_trip_tests;
+#[cfg(feature = "slow-tests")]
+mod size;
+#[cfg(feature = "slow-tests")]
+mod synthetic_stream;

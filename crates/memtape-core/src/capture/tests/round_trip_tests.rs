@@ -1,0 +1,166 @@
+//! Files that round-trip: every record kind, address deltas, many blocks, old versions.
+
+use super::super::*;
+use super::fuzz::{Trickle, XorShift};
+use super::owned::*;
+
+#[test]
+fn version_1_files_still_read() {
+    // Version 1 is version 2 without the Module and NativeFrame records.
+    let old: Vec<Owned> = every_kind()
+        .into_iter()
+        .filter(|r| !matches!(r, Owned::Module(..) | Owned::NativeFrame(..)))
+        .collect();
+    let sample = write_old_file(1, std::slice::from_ref(&old), Some(TRAILER));
+    let mut reader = CaptureReader::new(&sample.bytes[..]).unwrap();
+    assert_eq!(reader.version(), 1);
+    let mut records = Vec::new();
+    reader
+        .for_each_record(|record| records.push(Owned::from(record)))
+        .unwrap();
+    assert_eq!(records, old);
+}
+
+#[test]
+fn version_2_files_still_read() {
+    // Version 2 is version 3 without the back references (AllocReuse, FreeBack).
+    let old = every_kind();
+    let sample = write_old_file(2, std::slice::from_ref(&old), Some(TRAILER));
+    let mut reader = CaptureReader::new(&sample.bytes[..]).unwrap();
+    assert_eq!(reader.version(), 2);
+    let mut records = Vec::new();
+    reader
+        .for_each_record(|record| records.push(Owned::from(record)))
+        .unwrap();
+    assert_eq!(records, old);
+}
+
+#[test]
+fn every_record_kind_round_trips() {
+    let blocks = vec![every_kind()];
+    let sample = write_file(&blocks, Some(TRAILER));
+    let mut reader = CaptureReader::new(&sample.bytes[..]).unwrap();
+    assert_eq!(reader.metadata_json(), METADATA);
+    assert_eq!(reader.version(), super::super::FORMAT_VERSION);
+    assert_eq!(reader.flags(), 0);
+    let mut records = Vec::new();
+    let summary = reader
+        .for_each_record(|record| records.push(Owned::from(record)))
+        .unwrap();
+    assert_eq!(records, sample.records);
+    assert_eq!(
+        summary,
+        ReadSummary {
+            blocks: 1,
+            records: sample.records.len() as u64,
+            events: 8,
+            complete: true,
+            cut_short_at: None,
+            trailer_json: Some(TRAILER.to_owned()),
+        }
+    );
+    // A second call streams nothing and says the same about the ending.
+    let again = reader
+        .for_each_record(|_| panic!("no more records"))
+        .unwrap();
+    assert_eq!((again.records, again.complete), (0, true));
+    assert_eq!(again.trailer_json.as_deref(), Some(TRAILER));
+}
+
+#[test]
+fn address_deltas_work_both_ways_across_the_whole_range() {
+    let addrs = [
+        0,
+        u64::MAX,
+        1,
+        u64::MAX - 1,
+        1 << 63,
+        (1 << 63) - 1,
+        0x7fff_ffff_fff0,
+        0x5555_5555_0000,
+        0x5555_5555_0010,
+        0x5555_5554_fff0,
+    ];
+    let block: Vec<Owned> = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, &addr)| {
+            if i % 2 == 0 {
+                Owned::Alloc {
+                    domain: 0,
+                    addr,
+                    size: addr,
+                    stack: addr as u32,
+                }
+            } else {
+                Owned::Free { domain: None, addr }
+            }
+        })
+        .collect();
+    let sample = write_file(&[block.clone(), block], Some(TRAILER));
+    let (records, summary) = read_ok(&sample.bytes);
+    assert_eq!(records, sample.records);
+    assert_eq!((summary.blocks, summary.events), (2, 20));
+}
+
+#[test]
+fn many_blocks_round_trip() {
+    let mut rng = XorShift::new(7);
+    let blocks: Vec<Vec<Owned>> = (0..300)
+        .map(|b| {
+            let mut block = vec![Owned::Time(b * 1_000_000)];
+            for _ in 0..rng.below(400) {
+                block.push(Owned::Alloc {
+                    domain: if rng.below(10) == 0 { 389_047 } else { 0 },
+                    addr: 0x7f00_0000_0000 + rng.below(1 << 20) * 16,
+                    size: rng.below(600),
+                    stack: rng.below(300) as u32,
+                });
+                if rng.below(2) == 0 {
+                    block.push(Owned::Free {
+                        domain: None,
+                        addr: 0x7f00_0000_0000 + rng.below(1 << 20) * 16,
+                    });
+                }
+            }
+            block
+        })
+        .collect();
+    let sample = write_file(&blocks, Some(TRAILER));
+    let (records, summary) = read_ok(&sample.bytes);
+    assert_eq!(records, sample.records);
+    assert_eq!(summary.blocks, 300);
+    assert!(summary.complete);
+    // Through a reader that hands out one byte at a time, the same.
+    let mut records = Vec::new();
+    let summary = CaptureReader::new(Trickle(&sample.bytes, 0))
+        .unwrap()
+        .for_each_record(|record| records.push(Owned::from(record)))
+        .unwrap();
+    assert_eq!(records, sample.records);
+    assert!(summary.complete);
+}
+
+#[test]
+fn empty_records_blocks_are_fine() {
+    let sample = write_file(&[vec![], vec![Owned::Time(1)], vec![]], Some(TRAILER));
+    let (records, summary) = read_ok(&sample.bytes);
+    assert_eq!(records, [Owned::Time(1)]);
+    assert_eq!(summary.blocks, 3);
+}
+
+#[test]
+fn a_missing_trailer_reads_as_cut_short() {
+    let sample = write_file(&three_blocks(), None);
+    let (records, summary) = read_ok(&sample.bytes);
+    assert_eq!(records, sample.records);
+    assert_eq!(summary.blocks, 3);
+    assert!(!summary.complete);
+    assert_eq!(summary.cut_short_at, Some(sample.bytes.len() as u64));
+    assert_eq!(summary.trailer_json, None);
+
+    // Only the header.
+    let (records, summary) = read_ok(&sample.bytes[..sample.header_len as usize]);
+    assert!(records.is_empty());
+    assert_eq!(summary.cut_short_at, Some(sample.header_len));
+}

@@ -24,6 +24,9 @@ _STRING = re.compile(r'r(#*)".*?"\1|"(?:\\.|[^"\\])*"', re.S)
 _LINE_COMMENT = re.compile(r"//[^\n]*")
 _USE = re.compile(r"(?m)^([ \t]*)(?:pub(?:\([^)]*\))?\s+)?use\s+([^;]+);")
 _MOD = re.compile(r"(?m)^(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;")
+_INLINE_TEST_MOD = re.compile(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{")
+# A child module compiled only for tests: its `use super::*` is no dependency of the crate.
+_TEST_MOD = re.compile(r"(?m)^#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;")
 _PATH = re.compile(r"\b(?:crate|super|self|[a-z_][a-z0-9_]*)(?:\s*::\s*\w+)+")
 
 
@@ -44,7 +47,19 @@ def _strip(text: str) -> str:
     text = _BLOCK_COMMENT.sub(" ", text)
     text = _CHAR.sub("' '", text)
     text = _STRING.sub('""', text)
-    return _LINE_COMMENT.sub("", text)
+    return _without_inline_tests(_LINE_COMMENT.sub("", text))
+
+
+def _without_inline_tests(text: str) -> str:
+    """`text` less its inline `#[cfg(test)] mod x { ... }` blocks (their `super` is this
+    file, and what they use is no dependency of the crate)."""
+    while match := _INLINE_TEST_MOD.search(text):
+        depth, end = 1, match.end()
+        while depth and end < len(text):
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            end += 1
+        text = text[: match.start()] + text[end:]
+    return text
 
 
 def _split_top(items: str) -> list[str]:
@@ -108,9 +123,11 @@ def _module_of(path: Path, src: Path) -> Module:
 def read_sources(src: Path) -> dict[Module, Source]:
     """Every `.rs` file under `src`, parsed."""
     sources: dict[Module, Source] = {}
-    for path in sorted(src.rglob("*.rs")):
-        module = _module_of(path, src)
-        text = _strip(path.read_text(encoding="utf-8"))
+    texts = {_module_of(p, src): _strip(p.read_text(encoding="utf-8")) for p in src.rglob("*.rs")}
+    test_only = {(*m, child) for m, text in texts.items() for child in _TEST_MOD.findall(text)}
+    for module, text in sorted(texts.items()):
+        if any(module[:n] in test_only for n in range(1, len(module) + 1)):
+            continue
         children = frozenset(_MOD.findall(text))
         imports: dict[str, Module | None] = {}
         used: list[Module] = []
@@ -170,12 +187,15 @@ def file_graph(src: Path) -> dict[Module, set[Module]]:
 
 
 def folder_of(module: Module, sources: Iterable[Module]) -> str:
-    """The folder a module's file lies in (`""` for the crate root's own folder)."""
+    """The folder a module's file lies in: `""` for the crate root (lib.rs), `"."` for
+    the other files beside it."""
+    if not module:
+        return ""
     folders = set(sources)
     # A `mod.rs` module is its own folder.
     if module in folders and any(m[: len(module)] == module and m != module for m in folders):
         return "/".join(module)
-    return "/".join(module[:-1])
+    return "/".join(module[:-1]) or "."
 
 
 def folder_graph(graph: Mapping[Module, set[Module]]) -> dict[str, set[str]]:

@@ -26,6 +26,13 @@ PIPELINES: dict[str, list[str]] = {
         "cpython",  # reading CPython: thread state, code objects
         "cpython/frames",  # reading CPython: each version's interpreter frames
     ],
+    "crates/memtape-core/src": [
+        "",
+        "report",  # reading a capture back: replay, views, symbols, HTML
+        "torch_snapshot",  # the memory viewer's pickle and JSON
+        "capture",  # the capture file format: records, writer, reader
+        ".",  # events, stacks, the live table, the ring, trace sets
+    ],
 }
 
 # File circles known and left for now, with why. Each must still exist (so that a fixed
@@ -118,3 +125,27 @@ def test_the_checker_follows_reexports_and_keeps_inline_test_modules_apart(
     # h names FLAG through n's re-export: it depends on r::state, not on n.
     assert graph[("n", "h")] == {("r", "state")}
     assert find_cycle(graph) is None
+
+
+def test_the_checker_leaves_out_test_only_modules_and_puts_lib_apart(tmp_path: Path) -> None:
+    src = write_crate(
+        tmp_path / "src",
+        {
+            "lib.rs": "pub mod event;\npub mod capture;\npub use event::Event;\n",
+            "event.rs": "pub struct Event;\n",
+            "capture/mod.rs": (
+                "mod reader;\npub use reader::read;\n#[cfg(test)]\nmod tests;\n"
+                "#[cfg(test)]\nmod inline {\n"
+                "    fn f() { super::reader::read(); crate::Event; }\n}\n"
+            ),
+            "capture/reader.rs": "use crate::Event;\npub fn read() {}\n",
+            "capture/tests.rs": "use super::*;\nuse crate::capture::reader;\n",
+        },
+    )
+    graph = file_graph(src)
+    # the file of tests and the inline test module add nothing
+    assert ("capture", "tests") not in graph
+    assert graph[("capture",)] == {("capture", "reader")}
+    # names re-exported by lib.rs lead to the file defining them, beside lib.rs
+    assert graph[("capture", "reader")] == {("event",)}
+    assert folder_graph(graph) == {"": {"."}, ".": set(), "capture": {"."}}

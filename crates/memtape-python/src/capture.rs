@@ -9,7 +9,7 @@ use pyo3::ffi;
 
 use crate::frames::{self, ChainFrame, RawFrame};
 use crate::hook_mode::HookThread;
-use crate::native::native_stacks::{self, MAX_NATIVE_FRAMES};
+use crate::native::native_stacks::{self, MAX_CUTS, MAX_NATIVE_FRAMES};
 use crate::recorder::Recorder;
 
 /// One thread's capture cache (lives in the thread's [`HookThread`]).
@@ -32,6 +32,13 @@ pub(crate) struct ThreadCapture {
     /// on: they continue the Python stack.
     native: [u64; MAX_NATIVE_FRAMES],
     native_len: usize,
+    /// Scratch, when C code called back into Python: how many of `native`'s frames lie
+    /// inside each eval-loop frame (innermost first), and, in `ends`, how many of
+    /// `walked`'s frames lie inside the end of each interpreter activation (see
+    /// [`ThreadCapture::intern_interleaved`]).
+    cut: [u8; MAX_CUTS],
+    cuts: usize,
+    ends: Vec<usize>,
     /// The previous native capture, outermost first, with the stack id ending at each
     /// frame and the Python stack it continued: its unchanged outer part is reused.
     prev_native: [u64; MAX_NATIVE_FRAMES],
@@ -56,6 +63,9 @@ impl ThreadCapture {
         fresh: Vec::new(),
         native: [0; MAX_NATIVE_FRAMES],
         native_len: 0,
+        cut: [0; MAX_CUTS],
+        cuts: 0,
+        ends: Vec::new(),
         prev_native: [0; MAX_NATIVE_FRAMES],
         prev_native_ids: [EMPTY_STACK; MAX_NATIVE_FRAMES],
         prev_native_len: 0,
@@ -96,6 +106,47 @@ impl ThreadCapture {
         self.prev_native_len = len;
         self.prev_native_base = base;
         self.prev_native_generation = rec.generation;
+        id
+    }
+
+    /// Interns a stack whose C frames continue between Python frames, outermost first:
+    /// each interpreter activation's Python frames, then the C frames its code called
+    /// that led into the next activation inward, and so on, down to the C frames of the
+    /// allocation. Outer activations without an eval-loop frame in the native stack (the
+    /// unwind stopped short) keep their Python frames only.
+    fn intern_interleaved(&mut self, rec: &mut Recorder) -> StackId {
+        let kept = std::mem::take(&mut self.native_len);
+        let pairs = self.cuts.min(self.ends.len());
+        let start_of = |ends: &[usize], i: usize| if i == 0 { 0 } else { ends[i - 1] };
+        let mut id = EMPTY_STACK;
+        let unmatched = start_of(&self.ends, pairs);
+        for f in self.walked[unmatched..].iter().rev() {
+            match rec.intern_frame(id, f.code, f.lasti) {
+                Some(next) => id = next,
+                None => return id,
+            }
+        }
+        for i in (0..pairs).rev() {
+            for f in self.walked[start_of(&self.ends, i)..self.ends[i]]
+                .iter()
+                .rev()
+            {
+                match rec.intern_frame(id, f.code, f.lasti) {
+                    Some(next) => id = next,
+                    None => return id,
+                }
+            }
+            let run = match i {
+                0 => 0..usize::from(self.cut[0]),
+                _ => usize::from(self.cut[i - 1])..usize::from(self.cut[i]),
+            };
+            for &ip in self.native[run.start..run.end.min(kept)].iter().rev() {
+                match rec.stacks.intern(id, native_frame_code(ip), 0) {
+                    Some((next, _)) => id = next,
+                    None => return id,
+                }
+            }
+        }
         id
     }
 
@@ -205,6 +256,8 @@ impl ThreadCapture {
 pub(crate) struct Walked<'t> {
     thread: Option<&'t HookThread>,
     walked: bool,
+    /// C frames continue between Python frames: the walk holds every activation's frames.
+    interleaved: bool,
 }
 
 /// Walks the calling thread's stack into `thread`'s cache (the calling thread's own
@@ -216,7 +269,24 @@ pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState)
     if native_stacks::enabled() {
         if let Some(Ok(mut cap)) = thread.map(|t| t.capture.try_borrow_mut()) {
             let cap = &mut *cap;
-            cap.native_len = native_stacks::capture(&mut cap.native);
+            // SAFETY: as for `frames::walk` below.
+            let evals = unsafe { frames::count_activations(tstate) };
+            let (kept, cuts) =
+                native_stacks::capture_segments(&mut cap.native, evals, &mut cap.cut);
+            cap.native_len = kept;
+            cap.cuts = cuts;
+            // C frames beyond the innermost eval loop: C code between Python frames.
+            if cuts >= 2 && kept > usize::from(cap.cut[0]) {
+                cap.walked.clear();
+                cap.ends.clear();
+                // SAFETY: as for `frames::walk` below.
+                unsafe { frames::walk_activations(tstate, &mut cap.walked, &mut cap.ends) };
+                return Walked {
+                    thread,
+                    walked: true,
+                    interleaved: true,
+                };
+            }
         }
     }
     let walked = match thread {
@@ -243,7 +313,11 @@ pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState)
         },
         _ => false,
     };
-    Walked { thread, walked }
+    Walked {
+        thread,
+        walked,
+        interleaved: false,
+    }
 }
 
 impl Walked<'_> {
@@ -254,6 +328,7 @@ impl Walked<'_> {
             return EMPTY_STACK;
         };
         match t.capture.try_borrow_mut() {
+            Ok(mut cap) if self.interleaved => cap.intern_interleaved(rec),
             Ok(mut cap) => {
                 let python = if self.walked {
                     cap.intern_walked(rec)

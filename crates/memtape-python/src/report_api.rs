@@ -16,8 +16,8 @@ use memtape_core::capture::{CaptureError, CaptureReader, ReadSummary, Record};
 use memtape_core::report::{
     compare, diff_text, flamegraph_html, folded, group_sites, has_several_sources, html_report,
     json_diff, json_sites, json_summary, source_split_text, stats_text, timeline_csv, top_text,
-    total_bytes, Analysis, HtmlReportOptions, Moment, ReplayOptions, ReplayResult, RunInfo, Site,
-    StackTotal, Symbols, Ticks,
+    total_bytes, Analysis, HtmlReportOptions, Moment, PrivateAllocator, ReplayOptions,
+    ReplayResult, RunInfo, Site, StackTotal, Symbols, Ticks,
 };
 use memtape_core::{
     Action, Event, EventRing, GroupBy, LiveEntry, LiveTable, MemorySnapshot, ResolvedFrame,
@@ -153,6 +153,14 @@ fn run_info(path: &Path, metadata: &str, summary: &ReadSummary) -> (RunInfo, usi
         native_unknown_frees: trailer
             .pointer("/native/unknown_frees")
             .and_then(|v| v.as_u64()),
+        native_missed_reentrant: trailer
+            .pointer("/native/missed_reentrant")
+            .and_then(|v| v.as_u64()),
+        private_allocators: trailer
+            .pointer("/native/private_allocators")
+            .and_then(|v| v.as_array())
+            .map(|a| a.iter().filter_map(private_allocator).collect())
+            .unwrap_or_default(),
     };
     let nframe = meta.get("nframe").and_then(|n| n.as_u64()).unwrap_or(0) as usize;
     let launcher_files = meta
@@ -165,6 +173,16 @@ fn run_info(path: &Path, metadata: &str, summary: &ReadSummary) -> (RunInfo, usi
         })
         .unwrap_or_default();
     (info, nframe, launcher_files)
+}
+
+/// One entry of the trailer's `native.private_allocators`.
+fn private_allocator(v: &serde_json::Value) -> Option<PrivateAllocator> {
+    let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+    Some(PrivateAllocator {
+        path: text("path")?,
+        allocator: text("allocator")?,
+        symbol: text("symbol").unwrap_or_default(),
+    })
 }
 
 /// The metadata's `file_names`: generated file names (a notebook cell's) and the names

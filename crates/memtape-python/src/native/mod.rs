@@ -10,6 +10,7 @@
 //! - [`native_record`] records blocks and mapped ranges;
 //! - [`native_stacks`] unwinds the native stack on request (`memtape run --native`), with
 //!   the objects [`loaded_modules`] lists;
+//! - [`private_allocators`] lists the objects with an allocator of their own (not seen);
 //! - [`mlx_hook`] puts a forwarding allocator in front of MLX's (same patcher).
 //!
 //! memtape's own `.so`, the dynamic linker and the vdso are never patched: Rust's
@@ -25,8 +26,9 @@ mod mlx_graph;
 pub(crate) mod mlx_hook;
 mod native_record;
 pub(crate) mod native_stacks;
+mod private_allocators;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Once;
 
 use memtape_core::{LiveTable, MmapRanges};
@@ -34,6 +36,7 @@ use memtape_core::{LiveTable, MmapRanges};
 pub(crate) use alloc_hooks::beneath_wrapper;
 use alloc_hooks::{f, hook_addresses, NAMES, REAL};
 use got_patcher::Patches;
+pub(crate) use private_allocators::private_allocators;
 
 use crate::recorder::with_recorder;
 use crate::spin_lock::SpinLock;
@@ -59,6 +62,11 @@ pub(crate) fn wanted_by_tracemalloc() -> bool {
 /// first by every hook.
 pub(crate) static ACTIVE: AtomicBool = AtomicBool::new(false);
 
+/// Native calls that arrived while their thread held the recorder (a signal handler
+/// that allocates, interrupting memtape's own code): passed through unrecorded. Atomic,
+/// since it is counted exactly when the recorder cannot be locked.
+pub(crate) static REENTERED: AtomicU64 = AtomicU64::new(0);
+
 /// The slots we patched; also serialises patching against `fork()`.
 static PATCHES: SpinLock<Patches> = SpinLock::new(Patches::new());
 
@@ -81,6 +89,7 @@ impl NativeState {
         self.live.clear();
         self.ranges.clear();
         self.unknown_frees = 0;
+        REENTERED.store(0, Ordering::Relaxed);
     }
 }
 
@@ -184,6 +193,12 @@ pub(crate) fn stop(sink: u8) {
         ACTIVE.store(false, Ordering::Release);
         got_patcher::restore_all(&mut patches);
     }
+}
+
+/// Native calls passed through unrecorded because their thread was inside the recorder
+/// (see [`REENTERED`]).
+pub(crate) fn reentered() -> u64 {
+    REENTERED.load(Ordering::Relaxed)
 }
 
 /// `(patched slots, unknown frees, live native bytes, peak native bytes)`.

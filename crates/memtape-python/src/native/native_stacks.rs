@@ -14,7 +14,8 @@
 //!   start; for others, at their first native stack, with the thread untraced).
 //!
 //! What is kept: frames other than memtape's own (the hook, the launcher) and the
-//! interpreter's own allocating functions (see [`Snapshot::interpreter`]), up to the
+//! interpreter's own functions at either end (its allocating functions, see
+//! [`Snapshot::interpreter`], and its call machinery), up to the
 //! innermost `_PyEval_EvalFrameDefault` (the interpreter running the innermost Python
 //! frame), which the Python stack continues. A thread with no Python frame keeps everything up to
 //! [`MAX_NATIVE_FRAMES`].
@@ -369,9 +370,9 @@ pub(crate) fn capture(out: &mut [u64; MAX_NATIVE_FRAMES]) -> usize {
 
 /// Like [`capture`], but past up to `evals` eval-loop frames: returns `(kept, cuts)`,
 /// where `cut[i]` (for `i < cuts`) is how many kept frames lie inside the `i`-th
-/// `_PyEval_EvalFrameDefault` from the innermost. The frames between two of them are
-/// trimmed of the interpreter's own functions at both ends; a run the unwind did not
-/// finish is dropped.
+/// `_PyEval_EvalFrameDefault` from the innermost. Each run of frames inside an eval
+/// loop is trimmed of the interpreter's own functions at both ends (how it allocates for
+/// its caller, and its call machinery); a run the unwind did not finish is dropped.
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
 pub(crate) fn capture_segments(
@@ -428,9 +429,8 @@ pub(crate) fn capture_segments(
             continue;
         }
         if in_range(snapshot.eval, lookup) {
-            if cuts > 0 {
-                kept = run_end;
-            }
+            // The interpreter's call machinery between the C code and its eval loop.
+            kept = run_end;
             cut[cuts] = kept as u8;
             cuts += 1;
             if cuts == evals {

@@ -49,7 +49,7 @@ pub use html_report::{html_report, HtmlReportOptions};
 pub use json_out::{json_diff, json_sites, json_summary};
 pub use live_by_stack::{total_bytes, StackTotal};
 pub use native_symbols::{symbolize_module, NativeModule, NativeSymbol};
-pub use private_allocator::{private_allocator, private_allocator_of_file, PrivateAllocator};
+pub use private_allocator::{private_allocator, PrivateAllocator};
 pub use record::Record;
 pub use replay::{MarkerAt, Moment, Peak, Replay, ReplayOptions, ReplayResult, Totals};
 pub use run_info::RunInfo;

@@ -57,14 +57,6 @@ pub fn private_allocator<'data, R: ReadRef<'data>>(data: R) -> Option<(&'static 
         })
 }
 
-/// [`private_allocator`] of the file at `path`, reading only its headers and symbol
-/// tables (a loaded library can be large).
-pub fn private_allocator_of_file(path: &std::path::Path) -> Option<(&'static str, String)> {
-    let file = std::fs::File::open(path).ok()?;
-    let cache = object::read::ReadCache::new(file);
-    private_allocator(&cache)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

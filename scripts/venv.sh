@@ -19,7 +19,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 # Build and test dependencies (a no-op when already satisfied).
 "$venv/bin/python" -m pip install -q "maturin>=1.8,<2" "pytest>=8" pytest-xdist numpy \
-  ipython ipykernel nbclient nbformat "mlx[cpu]==0.32.4" >/dev/null
+  ipython ipykernel nbclient nbformat "mlx[cpu]==0.32.4" "mypy==2.4.1" >/dev/null
 # maturin develop builds the extension for this interpreter and installs the package editable.
 VIRTUAL_ENV="$PWD/$venv" "$venv/bin/maturin" develop --release -q >&2
 echo "$PWD/$venv/bin/python"

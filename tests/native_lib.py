@@ -3,7 +3,8 @@ reading a capture's native blocks.
 
 ``build(tmp)`` compiles ``tests/native/nativealloc.c`` into ``libnativealloc.so``
 (``build_alloc(tmp)``: that one alone) and a RUNPATH pair (``libnaparent.so`` opening
-``sub/libnachild.so`` by its bare name). ``build_call_chain(tmp, frame_pointers=...)``
+``sub/libnachild.so`` by its bare name). ``build_library(name, tmp)`` compiles
+``tests/native/NAME.c`` alone. ``build_call_chain(tmp, frame_pointers=...)``
 compiles the ``outer -> middle -> leaf_alloc`` chain of ``tests/native/callchain.c``.
 ``native_blocks(capture)`` lists the native blocks live at the end of a capture as
 ``(size, innermost (file, line))``.
@@ -76,6 +77,13 @@ def call_chain_lines() -> dict[str, int]:
         for n, line in enumerate(lines, start=1)
         if "/* MARK " in line
     }
+
+
+def build_library(name: str, out: Path) -> Path:
+    """Compiles ``tests/native/NAME.c`` into ``out/libNAME.so``; returns its path."""
+    lib = out / f"lib{name}.so"
+    _gcc("-o", lib, SOURCES / f"{name}.c")
+    return lib
 
 
 def build_alloc(out: Path) -> Path:

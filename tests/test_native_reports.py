@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from memtape_cli import memtape, ok, read_json, record, write_program
-from native_lib import NativeLibs, build
+from native_lib import NativeLibs, build, build_library
 
 PROGRAM = """
 import ctypes, sys
@@ -75,3 +75,40 @@ def test_diff_flamegraph_and_report_show_the_split(capture: Path, tmp_path: Path
     ok(memtape("report", capture, "-o", report))
     html = report.read_text(encoding="utf-8")
     assert 'id="peak-by-source"' in html and 'data-source="native"' in html
+
+
+OWN_ALLOCATOR = """
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+assert lib.oa_touch(40) == 0
+"""
+
+
+def test_untracked_rss_names_an_allocator_of_its_own(tmp_path: Path) -> None:
+    """A library with its own allocator (raw mmap system calls, a mimalloc entry point):
+    its 40 MiB are not seen, and the reports say how much RSS is untracked and which
+    library has an allocator of its own."""
+    lib = build_library("ownalloc", tmp_path)
+    script = write_program(tmp_path / "own.py", OWN_ALLOCATOR)
+    path = tmp_path / "own.mtape"
+    record(script, path, str(lib))
+    rss = read_json("stats", path)["rss"]
+    assert rss["untracked_bytes"] >= 40 << 20, rss
+    assert rss["untracked_bytes"] == rss["peak_rss_bytes"] - rss["recorded_peak_bytes"]
+    assert {"path": str(lib), "allocator": "mimalloc", "symbol": "mi_malloc"} in rss[
+        "private_allocators"
+    ]
+    stats = ok(memtape("stats", path)).stdout
+    assert f"{lib} (mimalloc): not seen by memtape" in stats
+    assert "more than the recorded peak: not seen by memtape" in stats
+    html = tmp_path / "own.html"
+    ok(memtape("report", path, "-o", html))
+    page = html.read_text(encoding="utf-8")
+    assert 'data-key="untracked-rss"' in page and 'data-key="private-allocators"' in page
+    assert "libownalloc.so (mimalloc)" in page
+
+
+def test_no_allocator_of_its_own_in_an_ordinary_run(capture: Path) -> None:
+    rss = read_json("stats", capture)["rss"]
+    assert rss["private_allocators"] == []
+    assert rss["untracked_bytes"] == max(0, rss["peak_rss_bytes"] - rss["recorded_peak_bytes"])

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from memtape_cli import memtape, ok, python, read_json, record, write_program
-from native_lib import build_call_chain, call_chain_lines
+from native_lib import build_call_chain, build_library, call_chain_lines
+from source_lines import line_of
 
 BLOCK = 3_000_000
 
@@ -188,3 +189,55 @@ def test_native_needs_the_native_heap(tmp_path: Path) -> None:
     result = memtape("run", "--native", "--no-native-heap", script)
     assert result.returncode == 2
     assert "--no-native-heap" in result.stderr
+
+
+CALLBACK = """
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.cb_leaf_alloc.restype = ctypes.c_void_p
+lib.cb_leaf_alloc.argtypes = [ctypes.c_size_t]
+CALLBACK = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)
+lib.cb_outer.restype = ctypes.c_void_p
+lib.cb_outer.argtypes = [CALLBACK, ctypes.c_size_t]
+
+def callback(n):
+    return lib.cb_leaf_alloc(n)  # @tm:callback
+
+def run():
+    return lib.cb_outer(CALLBACK(callback), 3_000_000)  # @tm:outer
+
+kept = run()  # @tm:run
+"""
+
+
+def test_c_python_c_reads_interleaved(tmp_path: Path) -> None:
+    """Python -> C ``cb_outer`` -> Python callback -> C ``cb_leaf_alloc`` -> malloc: the
+    stack shows each part where it ran, not only the C frames past the innermost Python
+    frame."""
+    lib = build_library("callback", tmp_path)
+    script = write_program(tmp_path / "callback.py", CALLBACK)
+    capture = tmp_path / "callback.mtape"
+    record(script, capture, str(lib), options=("--native",))
+    frames = traceback_of_block(capture)
+    where = [
+        ("py", f["line"]) if f["filename"] == str(script) else ("c", f["function"]) for f in frames
+    ]
+    expected = [
+        ("c", "cb_leaf_alloc"),
+        ("py", line_of(script, "callback")),
+        ("c", "cb_outer"),
+        ("py", line_of(script, "outer")),
+        ("py", line_of(script, "run")),
+    ]
+    positions = [where.index(e) if e in where else -1 for e in expected]
+    assert -1 not in positions and positions == sorted(positions), where
+    assert positions[0] == 0, where
+    # The interpreter's call machinery between the parts is left out.
+    assert not any("_PyEval_EvalFrameDefault" in f["function"] for f in frames), frames
+    folded = tmp_path / "callback.folded"
+    ok(memtape("flamegraph", capture, "--folded", "-o", folded))
+    stacks = folded.read_text(encoding="utf-8").splitlines()
+    assert any(
+        "cb_outer" in s and "cb_leaf_alloc" in s and s.index("cb_outer") < s.index("cb_leaf_alloc")
+        for s in stacks
+    ), stacks

@@ -21,7 +21,7 @@ from memtape import __version__, _child_capture, _mlx, _native
 from memtape._child_capture import FollowPlan
 from memtape._program import Program, prepare, program_launcher_files, run, split_program
 from memtape.cli.capture_file import refuse_overwrite
-from memtape.cli.run_end import CaptureEnd, ExitHooks
+from memtape.cli.run_end import CaptureEnd, ExitHooks, die_by_signal
 
 USAGE = (
     "usage: memtape run [-o FILE] [--nframe N] [--min-size BYTES] [--native | --no-native-heap]\n"
@@ -188,12 +188,6 @@ def _run_atexit_handlers() -> None:
     _native._call_as_program(atexit._run_exitfuncs)
 
 
-def _die_by_sigint() -> None:
-    """Ends the process as python does after an uncaught KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGINT)
-
-
 def main(argv: list[str]) -> int:
     try:
         opts = parse_args(argv)
@@ -286,5 +280,6 @@ def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
     with contextlib.suppress(OSError, ValueError):  # the program may have closed stdout
         sys.stdout.flush()
     if isinstance(failure, KeyboardInterrupt):
-        _die_by_sigint()
+        # As python ends after an uncaught KeyboardInterrupt.
+        die_by_signal(signal.SIGINT)
     return code

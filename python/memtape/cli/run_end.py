@@ -28,6 +28,7 @@ import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 from memtape import _mlx, _native
 
@@ -88,6 +89,15 @@ class CaptureEnd:
 def _status(status: object) -> int:
     """What ``os._exit(status)`` will exit with (0 for what it would refuse)."""
     return status if isinstance(status, int) and not isinstance(status, bool) else 0
+
+
+def die_by_signal(signum: int, set_handler: Callable[[int, Any], object] = signal.signal) -> None:
+    """Ends the process by ``signum`` as if memtape had never handled it: its default
+    action back (through ``set_handler``, the real ``signal.signal``), then raised again
+    (delivered at once to the calling thread when it does not block it), so the parent
+    sees the process die by that signal."""
+    set_handler(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 class ExitHooks:
@@ -180,7 +190,6 @@ class ExitHooks:
         if os.getpid() == self.end.pid:
             with contextlib.suppress(BaseException):
                 self.end.finish("signal", 128 + signum)
-        self.real_signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
+        die_by_signal(signum, self.real_signal)
         # Delivered to another thread and not yet acted on: end as the shell would see it.
         self.real_exit(128 + signum)

@@ -184,6 +184,25 @@ fn metadata(out: &mut String, run: &RunInfo, r: &ReplayResult) {
     if r.dropped > 0 {
         rows.push(("dropped", "Dropped events", grouped(r.dropped)));
     }
+    if let Some(rss) = run.max_rss_bytes.filter(|&b| b > 0) {
+        rows.push(("peak-rss", "Peak RSS", human_size(rss)));
+        rows.push(("recorded-peak", "Recorded peak", human_size(r.peak.bytes)));
+        rows.push((
+            "untracked-rss",
+            "Untracked RSS",
+            format!(
+                "{} (peak RSS beyond the recorded peak: memory memtape did not see)",
+                human_size(run.untracked_rss(r.peak.bytes).unwrap_or(0))
+            ),
+        ));
+    }
+    if !run.private_allocators.is_empty() {
+        rows.push((
+            "private-allocators",
+            "Own allocators",
+            super::text::private_allocators_text(run),
+        ));
+    }
     if let Some(v) = &run.tool_version {
         rows.push(("tool-version", "memtape version", v.clone()));
     }

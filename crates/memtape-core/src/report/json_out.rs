@@ -58,7 +58,33 @@ fn run(w: &mut JsonWriter, run: &RunInfo) {
         .key("cut_short")
         .bool(run.cut_short)
         .opt_uint("max_rss_bytes", run.max_rss_bytes)
-        .opt_uint("native_unknown_frees", run.native_unknown_frees);
+        .opt_uint("native_unknown_frees", run.native_unknown_frees)
+        .opt_uint("native_missed_reentrant", run.native_missed_reentrant);
+    w.end_object();
+}
+
+/// `"rss": {"peak_rss_bytes", "recorded_peak_bytes", "untracked_bytes",
+/// "private_allocators": [{"path", "allocator", "symbol"}]}`: the process' peak RSS
+/// beside the recorded peak, the part memtape did not see (never negative; null when the
+/// peak RSS is unknown), and the loaded objects with an allocator of their own.
+fn rss(w: &mut JsonWriter, run: &RunInfo, r: &ReplayResult) {
+    w.key("rss").begin_object();
+    w.opt_uint("peak_rss_bytes", run.max_rss_bytes)
+        .key("recorded_peak_bytes")
+        .uint(r.peak.bytes)
+        .opt_uint("untracked_bytes", run.untracked_rss(r.peak.bytes));
+    w.key("private_allocators").begin_array();
+    for p in &run.private_allocators {
+        w.begin_object()
+            .key("path")
+            .string(&p.path)
+            .key("allocator")
+            .string(&p.allocator)
+            .key("symbol")
+            .string(&p.symbol)
+            .end_object();
+    }
+    w.end_array();
     w.end_object();
 }
 
@@ -135,6 +161,7 @@ pub fn json_summary(info: &RunInfo, r: &ReplayResult, top: &[Site], leaks: &[Sit
     w.begin_object();
     run(&mut w, info);
     stats(&mut w, r);
+    rss(&mut w, info, r);
     sites(&mut w, "top", top);
     sites(&mut w, "leaks", leaks);
     w.end_object();
@@ -215,13 +242,16 @@ mod tests {
                 r#"{"run":{"source":null,"argv":["a\"b.py"],"command":null,"python":null,"#,
                 r#""platform":null,"pid":42,"tool_version":null,"start_time_ns":null,"#,
                 r#""exit":null,"exit_code":null,"cut_short":false,"max_rss_bytes":null,"#,
-                r#""native_unknown_frees":null},"duration_ns":0,"events":1,"#,
+                r#""native_unknown_frees":null,"native_missed_reentrant":null},"#,
+                r#""duration_ns":0,"events":1,"#,
                 r#""totals":{"allocs":0,"frees":0,"bytes_allocated":0,"bytes_freed":0,"#,
                 r#""unknown_frees":0,"replaced":0,"untracked":0},"#,
                 r#""peak":{"bytes":10,"blocks":1,"time_ns":5,"event_index":0,"#,
                 r#""by_source":{"python":0,"native":0,"framework":0,"mlx":0}},"#,
                 r#""end":{"bytes":0,"blocks":0,"#,
                 r#""by_source":{"python":0,"native":0,"framework":0,"mlx":0}},"dropped":0,"markers":[],"#,
+                r#""rss":{"peak_rss_bytes":null,"recorded_peak_bytes":10,"untracked_bytes":null,"#,
+                r#""private_allocators":[]},"#,
                 r#""top":[{"bytes":10,"count":1,"frames":[{"filename":"a.py","function":"f","line":3}]}],"#,
                 r#""leaks":[]}"#,
                 "\n"

@@ -1,5 +1,7 @@
 //! What a report says about the run itself (from the capture's header and trailer).
 
+use super::private_allocator::PrivateAllocator;
+
 /// The recorded run. Every field is optional: a report shows what it is given.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RunInfo {
@@ -33,9 +35,24 @@ pub struct RunInfo {
     /// Native frees, munmaps and mremaps of memory allocated before tracing started (or
     /// by an object memtape did not patch): ignored (from the trailer).
     pub native_unknown_frees: Option<u64>,
+    /// Native calls made while their thread was inside memtape's recorder (a signal
+    /// handler that allocates, interrupting it): passed through unrecorded (from the
+    /// trailer).
+    pub native_missed_reentrant: Option<u64>,
+    /// Loaded objects with an allocator of their own, whose memory memtape does not see
+    /// (from the trailer).
+    pub private_allocators: Vec<PrivateAllocator>,
 }
 
 impl RunInfo {
+    /// The process' peak RSS beyond the recorded peak `recorded` (never negative): memory
+    /// memtape did not see. `None` when the peak RSS is unknown.
+    pub fn untracked_rss(&self, recorded: u64) -> Option<u64> {
+        self.max_rss_bytes
+            .filter(|&b| b > 0)
+            .map(|rss| rss.saturating_sub(recorded))
+    }
+
     /// The command line as one string, or `None` when unknown.
     pub fn command_line(&self) -> Option<String> {
         (!self.argv.is_empty()).then(|| self.argv.join(" "))

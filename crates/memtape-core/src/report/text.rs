@@ -138,6 +138,16 @@ fn rss_text(rss: u64, recorded: u64) -> String {
     }
 }
 
+/// The loaded objects with an allocator of their own (not seen by memtape).
+pub(crate) fn private_allocators_text(run: &RunInfo) -> String {
+    let names: Vec<String> = run
+        .private_allocators
+        .iter()
+        .map(|p| format!("{} ({})", p.path, p.allocator))
+        .collect();
+    format!("{}: not seen by memtape", names.join(", "))
+}
+
 /// Summary of a replay: duration, events, peak, what was live at the end.
 pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
     let mut rows: Vec<(&str, String)> = Vec::new();
@@ -210,11 +220,23 @@ pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
     if let Some(rss) = run.max_rss_bytes.filter(|&b| b > 0) {
         rows.push(("Peak RSS", rss_text(rss, r.peak.bytes)));
     }
+    if !run.private_allocators.is_empty() {
+        rows.push(("Own allocators", private_allocators_text(run)));
+    }
     if let Some(n) = run.native_unknown_frees.filter(|&n| n > 0) {
         rows.push((
             "Native frees",
             format!(
                 "{} of memory allocated before tracing started (ignored)",
+                grouped(n)
+            ),
+        ));
+    }
+    if let Some(n) = run.native_missed_reentrant.filter(|&n| n > 0) {
+        rows.push((
+            "Native calls",
+            format!(
+                "{} made in signal handlers while memtape was recording (not recorded)",
                 grouped(n)
             ),
         ));

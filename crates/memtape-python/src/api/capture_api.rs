@@ -45,6 +45,16 @@ pub(crate) fn _start_capture<'py>(
 pub(crate) fn _stop_capture(py: Python<'_>, exit: &str, exit_code: i64) -> PyResult<(u64, u64)> {
     let exit = serde_json::Value::from(exit);
     let (slots, unknown_frees, _, _) = native_memory::counters();
+    let reentered = native_memory::reentered();
+    let private: Vec<serde_json::Value> = if slots > 0 {
+        native_memory::private_allocators()
+            .into_iter()
+            .map(|p| serde_json::json!({"path": p.path, "allocator": p.allocator, "symbol": p.symbol}))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let private = serde_json::Value::from(private);
     if NATIVE_STACKS_ON.swap(false, std::sync::atomic::Ordering::AcqRel) {
         native_memory::unwind::native_stacks::disable();
     }
@@ -53,7 +63,8 @@ pub(crate) fn _stop_capture(py: Python<'_>, exit: &str, exit_code: i64) -> PyRes
         py,
         &format!(
             ", \"exit\": {exit}, \"exit_code\": {exit_code}, \"max_rss_bytes\": {}, \
-             \"native\": {{\"patched_slots\": {slots}, \"unknown_frees\": {unknown_frees}}}",
+             \"native\": {{\"patched_slots\": {slots}, \"unknown_frees\": {unknown_frees}, \
+             \"missed_reentrant\": {reentered}, \"private_allocators\": {private}}}",
             max_rss_bytes()
         ),
     )

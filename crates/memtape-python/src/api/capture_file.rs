@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use memtape_core::capture::{CaptureError, CaptureReader, ReadSummary, Record};
-use memtape_core::report::{Moment, RunInfo};
+use memtape_core::report::{Moment, PrivateAllocator, RunInfo};
 use memtape_core::{LiveEntry, LiveTable};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyValueError};
@@ -144,6 +144,14 @@ pub(super) fn run_info(
         native_unknown_frees: trailer
             .pointer("/native/unknown_frees")
             .and_then(|v| v.as_u64()),
+        native_missed_reentrant: trailer
+            .pointer("/native/missed_reentrant")
+            .and_then(|v| v.as_u64()),
+        private_allocators: trailer
+            .pointer("/native/private_allocators")
+            .and_then(|v| v.as_array())
+            .map(|a| a.iter().filter_map(private_allocator).collect())
+            .unwrap_or_default(),
     };
     let nframe = meta.get("nframe").and_then(|n| n.as_u64()).unwrap_or(0) as usize;
     let launcher_files = meta
@@ -156,6 +164,16 @@ pub(super) fn run_info(
         })
         .unwrap_or_default();
     (info, nframe, launcher_files)
+}
+
+/// One entry of the trailer's `native.private_allocators`.
+fn private_allocator(v: &serde_json::Value) -> Option<PrivateAllocator> {
+    let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+    Some(PrivateAllocator {
+        path: text("path")?,
+        allocator: text("allocator")?,
+        symbol: text("symbol").unwrap_or_default(),
+    })
 }
 
 /// The metadata's `file_names`: generated file names (a notebook cell's) and the names

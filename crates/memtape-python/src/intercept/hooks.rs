@@ -149,10 +149,29 @@ pub(crate) fn record_free(
 ) {
     // Events record where a block was freed; memtape's own frees have no user stack.
     let at = attribution();
+    let idle = thread.is_some_and(|t| t.mode() == HookMode::Idle);
+    // While this thread walks and records, a native hook reached from a signal handler
+    // that interrupts it passes straight through (the walk's buffers and the recorder
+    // are this thread's, mid-update).
+    let prev = thread.map(|t| t.set_mode(HookMode::InAllocHook));
     let walked = match (&at, thread) {
-        (Some(_), Some(t)) if t.mode() == HookMode::Idle => Some(capture::walk(Some(t), tstate())),
+        (Some(_), Some(t)) if idle => Some(capture::walk(Some(t), tstate())),
         _ => None,
     };
+    forget_block(domain, block, at.as_ref(), walked);
+    if let (Some(t), Some(prev)) = (thread, prev) {
+        t.set_mode(prev);
+    }
+}
+
+/// The locked part of [`record_free`].
+#[inline]
+fn forget_block(
+    domain: u32,
+    block: *mut c_void,
+    at: Option<&Attribution>,
+    walked: Option<capture::Walked<'_>>,
+) {
     let mut guard = RECORDER.lock();
     let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
         return;
@@ -163,7 +182,7 @@ pub(crate) fn record_free(
     if let Some(sink) = rec.capture.as_mut() {
         sink.free(domain, old.addr, old.size);
     }
-    if let Some(at) = &at {
+    if let Some(at) = at {
         let stack = walked.map_or(EMPTY_STACK, |w| w.intern(rec));
         rec.push_heap_event(Action::Free, old.addr, old.size, stack, at);
     }

@@ -2,9 +2,10 @@
 //! the calling thread is in ordinary code, records what it did.
 //!
 //! Re-entrancy: a destructor-free thread-local flag (reading it never allocates or
-//! registers anything) is set for the whole hook, so whatever the hook itself reaches
-//! (the first touch of the hook state registering its destructor through libc's
-//! `calloc`, the recorder's own work) passes straight through. The PEP 445 hooks and the
+//! registers anything) is set for the whole hook, real call included, so whatever the
+//! hook itself reaches (the first touch of the hook state registering its destructor
+//! through libc's `calloc`, the recorder's own work, a signal handler that allocates
+//! while libc's allocator holds its lock) passes straight through. The PEP 445 hooks and the
 //! NumPy handler mark their thread `InAllocHook` around the allocator they wrap, so the
 //! `malloc`/`mmap` beneath a Python or NumPy block is not recorded a second time.
 
@@ -145,18 +146,21 @@ fn allocating(call: impl FnOnce() -> *mut c_void, size: usize) -> *mut c_void {
 }
 
 /// Records the end of `block` unless the thread is inside memtape's own allocation path.
+/// Returns the thread's guard, to be held across the real `free`: a signal handler that
+/// interrupts libc's `free` (which may hold its arena's lock) and allocates then passes
+/// straight through instead of recording, which could wait for that lock.
 #[inline(always)]
-fn freeing(block: *mut c_void) {
+#[must_use]
+fn freeing(block: *mut c_void) -> Option<Inside> {
     if block.is_null() {
-        return;
+        return None;
     }
-    let Some((_inside, t)) = enter() else {
-        return;
-    };
+    let (inside, t) = enter()?;
     match t.map(HookThread::mode) {
         Some(HookMode::InAllocHook | HookMode::Forking) => {}
         _ => native_record::free(block as u64),
     }
+    Some(inside)
 }
 
 type MallocFn = unsafe extern "C" fn(usize) -> *mut c_void;
@@ -235,21 +239,21 @@ unsafe extern "C" fn free(block: *mut c_void) {
     // SAFETY: see `malloc`.
     let real = unsafe { real::<FreeFn>(f::FREE) };
     // Forget the block first: once freed, another thread may get the same address.
-    freeing(block);
+    let _inside = freeing(block);
     unsafe { real(block) }
 }
 
 unsafe extern "C" fn free_sized(block: *mut c_void, size: usize) {
     // SAFETY: see `malloc`.
     let real = unsafe { real::<FreeSizedFn>(f::FREE_SIZED) };
-    freeing(block);
+    let _inside = freeing(block);
     unsafe { real(block, size) }
 }
 
 unsafe extern "C" fn free_aligned_sized(block: *mut c_void, align: usize, size: usize) {
     // SAFETY: see `malloc`.
     let real = unsafe { real::<FreeAlignedSizedFn>(f::FREE_ALIGNED_SIZED) };
-    freeing(block);
+    let _inside = freeing(block);
     unsafe { real(block, align, size) }
 }
 

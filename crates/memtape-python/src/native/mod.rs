@@ -10,6 +10,7 @@
 //! - [`native_record`] records blocks and mapped ranges;
 //! - [`patch_control`] turns this on and off for the sinks that follow native memory;
 //! - [`unwind`] reads the native stack on request (`memtape run --native`);
+//! - [`private_allocators`] lists the objects with an allocator of their own (not seen);
 //! - [`mlx_hook`] puts a forwarding allocator in front of MLX's (same patcher):
 //!   [`mlx_allocator`] is its C++ layout, [`mlx_buffer_events`] what it reports and
 //!   [`mlx_graph`] the lazy graph's creation lines.
@@ -27,11 +28,15 @@ mod mlx_graph;
 pub(crate) mod mlx_hook;
 mod native_record;
 mod patch_control;
+mod private_allocators;
 pub(crate) mod unwind;
 
 /// The switch and the sinks' bits live with the state the recorder keeps.
-pub(crate) use crate::record::native_state::{ACTIVE, SINK_CAPTURE, SINK_EVENTS, SINK_TRACEMALLOC};
+pub(crate) use crate::record::native_state::{
+    reentered, ACTIVE, REENTERED, SINK_CAPTURE, SINK_EVENTS, SINK_TRACEMALLOC,
+};
 pub(crate) use alloc_hooks::beneath_wrapper;
 /// tracemalloc's domain for native blocks and mappings ("nat" in ASCII).
 pub(crate) use memtape_core::NATIVE_DOMAIN;
 pub(crate) use patch_control::{counters, patch_new_objects, start, stop, wanted_by_tracemalloc};
+pub(crate) use private_allocators::private_allocators;

@@ -14,10 +14,11 @@ use memtape_core::{
 };
 use pyo3::ffi;
 
-use super::{NATIVE_DOMAIN, SINK_TRACEMALLOC};
+use super::{NATIVE_DOMAIN, REENTERED, SINK_TRACEMALLOC};
 use crate::cpython::thread_state;
 use crate::record::capture::{self, Walked};
 use crate::record::recorder::{Recorder, RECORDER};
+use crate::record::spin_lock::SpinGuard;
 use crate::thread::hook_mode::HookThread;
 use crate::thread::thread_id;
 
@@ -47,10 +48,23 @@ fn intern(rec: &mut Recorder, walked: Walked<'_>, gil: bool) -> StackId {
     }
 }
 
-/// The recorder, when something follows native memory.
+/// The recorder, locked, unless this thread holds it already: a signal handler that
+/// allocates, run while its thread was inside memtape's recorder (recording a Python
+/// block, or memtape's own work). Waiting would wait for itself, so the call passes
+/// unrecorded and is counted ([`REENTERED`]).
+#[inline(always)]
+fn lock() -> Option<SpinGuard<'static, Option<Recorder>>> {
+    let guard = RECORDER.lock_unless_held_here();
+    if guard.is_none() {
+        REENTERED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    guard
+}
+
+/// The recorder, when something follows native memory (and this thread can lock it).
 macro_rules! native_recorder {
     ($guard:ident) => {
-        match $guard.as_mut() {
+        match $guard.as_mut().and_then(|g| g.as_mut()) {
             Some(rec) if rec.native.sinks != 0 => rec,
             _ => return,
         }
@@ -121,7 +135,7 @@ fn apply(rec: &mut Recorder, change: RangeChange) {
 /// A new block (and, for a resize, the end of the block at `moved_from`, 0 if none).
 pub(crate) fn alloc(t: &HookThread, block: u64, size: u64, moved_from: u64) {
     let (walked, gil) = walk(t);
-    let mut guard = RECORDER.lock();
+    let mut guard = lock();
     let rec = native_recorder!(guard);
     if moved_from != 0 && end(rec, moved_from).is_none() {
         rec.native.unknown_frees += 1;
@@ -132,7 +146,7 @@ pub(crate) fn alloc(t: &HookThread, block: u64, size: u64, moved_from: u64) {
 
 /// A block is being freed; blocks we never saw allocated are only counted.
 pub(crate) fn free(block: u64) {
-    let mut guard = RECORDER.lock();
+    let mut guard = lock();
     let rec = native_recorder!(guard);
     if end(rec, block).is_none() {
         rec.native.unknown_frees += 1;
@@ -142,7 +156,7 @@ pub(crate) fn free(block: u64) {
 /// A new anonymous private mapping.
 pub(crate) fn mapped(t: &HookThread, start: u64, len: u64) {
     let (walked, gil) = walk(t);
-    let mut guard = RECORDER.lock();
+    let mut guard = lock();
     let rec = native_recorder!(guard);
     let stack = intern(rec, walked, gil);
     let change = rec.native.ranges.map(start, len, stack);
@@ -151,7 +165,7 @@ pub(crate) fn mapped(t: &HookThread, start: u64, len: u64) {
 
 /// `munmap(start, len)`: whatever it covers of our ranges ends.
 pub(crate) fn unmapped(start: u64, len: u64) {
-    let mut guard = RECORDER.lock();
+    let mut guard = lock();
     let rec = native_recorder!(guard);
     let change = rec.native.ranges.unmap(start, len);
     if change.is_empty() {
@@ -162,7 +176,7 @@ pub(crate) fn unmapped(start: u64, len: u64) {
 
 /// `mremap`: a followed mapping moved or changed size.
 pub(crate) fn remapped(old: u64, old_len: u64, new: u64, new_len: u64) {
-    let mut guard = RECORDER.lock();
+    let mut guard = lock();
     let rec = native_recorder!(guard);
     let change = rec.native.ranges.remap(old, old_len, new, new_len);
     if change.is_empty() {

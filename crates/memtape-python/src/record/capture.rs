@@ -50,6 +50,47 @@ impl ThreadCapture {
         id
     }
 
+    /// Interns a stack whose C frames continue between Python frames, outermost first:
+    /// each interpreter activation's Python frames, then the C frames its code called
+    /// that led into the next activation inward, and so on, down to the C frames of the
+    /// allocation. Outer activations without an eval-loop frame in the native stack (the
+    /// unwind stopped short) keep their Python frames only.
+    fn intern_interleaved(&mut self, rec: &mut Recorder) -> StackId {
+        let kept = std::mem::take(&mut self.native_len);
+        let pairs = self.cuts.min(self.ends.len());
+        let start_of = |ends: &[usize], i: usize| if i == 0 { 0 } else { ends[i - 1] };
+        let mut id = EMPTY_STACK;
+        let unmatched = start_of(&self.ends, pairs);
+        for f in self.walked[unmatched..].iter().rev() {
+            match rec.intern_frame(id, f.code, f.lasti) {
+                Some(next) => id = next,
+                None => return id,
+            }
+        }
+        for i in (0..pairs).rev() {
+            for f in self.walked[start_of(&self.ends, i)..self.ends[i]]
+                .iter()
+                .rev()
+            {
+                match rec.intern_frame(id, f.code, f.lasti) {
+                    Some(next) => id = next,
+                    None => return id,
+                }
+            }
+            let run = match i {
+                0 => 0..usize::from(self.cut[0]),
+                _ => usize::from(self.cut[i - 1])..usize::from(self.cut[i]),
+            };
+            for &ip in self.native[run.start..run.end.min(kept)].iter().rev() {
+                match rec.stacks.intern(id, native_frame_code(ip), 0) {
+                    Some((next, _)) => id = next,
+                    None => return id,
+                }
+            }
+        }
+        id
+    }
+
     fn intern_walked(&mut self, rec: &mut Recorder) -> StackId {
         if self.generation != rec.generation {
             // The frames stay valid (they are what is on the stack); their ids do not.
@@ -156,6 +197,8 @@ impl ThreadCapture {
 pub(crate) struct Walked<'t> {
     thread: Option<&'t HookThread>,
     walked: bool,
+    /// C frames continue between Python frames: the walk holds every activation's frames.
+    interleaved: bool,
 }
 
 /// Walks the calling thread's stack into `thread`'s cache (the calling thread's own
@@ -167,7 +210,24 @@ pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState)
     if native_stacks::enabled() {
         if let Some(Ok(mut cap)) = thread.map(|t| t.capture.try_borrow_mut()) {
             let cap = &mut *cap;
-            cap.native_len = native_stacks::capture(&mut cap.native);
+            // SAFETY: as for `frames::walk` below.
+            let evals = unsafe { frames::count_activations(tstate) };
+            let (kept, cuts) =
+                native_stacks::capture_segments(&mut cap.native, evals, &mut cap.cut);
+            cap.native_len = kept;
+            cap.cuts = cuts;
+            // C frames beyond the innermost eval loop: C code between Python frames.
+            if cuts >= 2 && kept > usize::from(cap.cut[0]) {
+                cap.walked.clear();
+                cap.ends.clear();
+                // SAFETY: as for `frames::walk` below.
+                unsafe { frames::walk_activations(tstate, &mut cap.walked, &mut cap.ends) };
+                return Walked {
+                    thread,
+                    walked: true,
+                    interleaved: true,
+                };
+            }
         }
     }
     let walked = match thread {
@@ -194,7 +254,11 @@ pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState)
         },
         _ => false,
     };
-    Walked { thread, walked }
+    Walked {
+        thread,
+        walked,
+        interleaved: false,
+    }
 }
 
 impl Walked<'_> {
@@ -205,6 +269,7 @@ impl Walked<'_> {
             return EMPTY_STACK;
         };
         match t.capture.try_borrow_mut() {
+            Ok(mut cap) if self.interleaved => cap.intern_interleaved(rec),
             Ok(mut cap) => {
                 let python = if self.walked {
                     cap.intern_walked(rec)

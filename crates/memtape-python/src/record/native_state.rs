@@ -1,7 +1,7 @@
 //! What the recorder keeps of native memory (under its lock), and the switch every
 //! native hook checks first. The hooks that feed it live in [`crate::native`].
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use memtape_core::{LiveTable, MmapRanges};
 
@@ -13,6 +13,17 @@ pub(crate) const SINK_TRACEMALLOC: u8 = 4;
 /// True while slots point at our hooks and something follows native memory: checked
 /// first by every hook.
 pub(crate) static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// Native calls that arrived while their thread held the recorder (a signal handler
+/// that allocates, interrupting memtape's own code): passed through unrecorded. Atomic,
+/// since it is counted exactly when the recorder cannot be locked.
+pub(crate) static REENTERED: AtomicU64 = AtomicU64::new(0);
+
+/// Native calls passed through unrecorded because their thread was inside the recorder
+/// (see [`REENTERED`]).
+pub(crate) fn reentered() -> u64 {
+    REENTERED.load(Ordering::Relaxed)
+}
 
 /// Native memory as the recorder keeps it (inside the recorder, under its lock).
 #[derive(Default)]
@@ -33,5 +44,6 @@ impl NativeState {
         self.live.clear();
         self.ranges.clear();
         self.unknown_frees = 0;
+        REENTERED.store(0, Ordering::Relaxed);
     }
 }

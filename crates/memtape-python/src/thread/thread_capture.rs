@@ -13,6 +13,10 @@ use crate::cpython::frames::{self, ChainFrame, RawFrame};
 /// cannot differ without a type error).
 pub(crate) const NATIVE_FRAMES: usize = 64;
 
+/// Room for the eval-loop frames one interleaved capture splits (the unwinder's
+/// `MAX_CUTS`; checked by type the same way).
+pub(crate) const CUTS: usize = 16;
+
 /// One thread's capture cache (lives in the thread's [`HookThread`]).
 pub(crate) struct ThreadCapture {
     /// Scratch: the frames just walked, innermost first.
@@ -33,6 +37,13 @@ pub(crate) struct ThreadCapture {
     /// on: they continue the Python stack.
     pub(crate) native: [u64; NATIVE_FRAMES],
     pub(crate) native_len: usize,
+    /// Scratch, when C code called back into Python: how many of `native`'s frames lie
+    /// inside each eval-loop frame (innermost first), and, in `ends`, how many of
+    /// `walked`'s frames lie inside the end of each interpreter activation (see
+    /// `intern_interleaved` in [`crate::record::capture`]).
+    pub(crate) cut: [u8; CUTS],
+    pub(crate) cuts: usize,
+    pub(crate) ends: Vec<usize>,
     /// The previous native capture, outermost first, with the stack id ending at each
     /// frame and the Python stack it continued: its unchanged outer part is reused.
     pub(crate) prev_native: [u64; NATIVE_FRAMES],
@@ -57,6 +68,9 @@ impl ThreadCapture {
         fresh: Vec::new(),
         native: [0; NATIVE_FRAMES],
         native_len: 0,
+        cut: [0; CUTS],
+        cuts: 0,
+        ends: Vec::new(),
         prev_native: [0; NATIVE_FRAMES],
         prev_native_ids: [EMPTY_STACK; NATIVE_FRAMES],
         prev_native_len: 0,

@@ -20,8 +20,12 @@ pub(crate) struct FrameLayout {
     pub(crate) code_adaptive: usize,
     /// `PyCodeObject._co_firsttraceable`.
     pub(crate) code_firsttraceable: usize,
-    /// `FRAME_OWNED_BY_CSTACK` (3.12+): C-stack shim frames to skip.
+    /// `FRAME_OWNED_BY_CSTACK` (3.12+): C-stack shim frames to skip. Each one sits just
+    /// outside the frames one `_PyEval_EvalFrameDefault` call runs.
     pub(crate) owner_cstack: Option<u8>,
+    /// `_PyInterpreterFrame.is_entry` (3.11): set on the outermost frame each
+    /// `_PyEval_EvalFrameDefault` call runs.
+    pub(crate) frame_is_entry: Option<usize>,
     /// 3.13's `f_executable` may hold something other than a code object.
     pub(crate) check_code_type: bool,
 }

@@ -148,6 +148,119 @@ unsafe fn chain_unchanged(chain: &[ChainFrame], p: usize) -> bool {
     }
 }
 
+/// The innermost frame of `tstate`'s chain, null when it has none.
+///
+/// # Safety
+/// As for [`walk`], with `tstate` not null.
+#[inline(always)]
+unsafe fn innermost_frame(tstate: *mut ffi::PyThreadState) -> *const u8 {
+    let l = &LAYOUT;
+    let ts = tstate.cast::<u8>().cast_const();
+    // SAFETY: the caller's live thread state; the offsets are this version's.
+    unsafe {
+        let holder: *const u8 = match l.tstate_cframe {
+            Some(off) => read(ts, off),
+            None => ts,
+        };
+        if holder.is_null() {
+            return std::ptr::null();
+        }
+        read(holder, l.current_frame)
+    }
+}
+
+/// Whether `frame` (owned `owner`) ends an interpreter activation going outward: 3.12+'s
+/// C-stack shim, or 3.11's entry frame (after that frame itself).
+///
+/// # Safety
+/// `frame` must be a live frame of the calling thread's chain.
+#[inline(always)]
+unsafe fn ends_activation(frame: *const u8, owner: u8) -> bool {
+    let l = &LAYOUT;
+    match l.frame_is_entry {
+        // SAFETY: the caller's live frame; `is_entry` is a bool inside it.
+        Some(off) => unsafe { read::<u8>(frame, off) != 0 },
+        None => l.owner_cstack == Some(owner),
+    }
+}
+
+/// How many interpreter activations (`_PyEval_EvalFrameDefault` calls, one per entry
+/// from C into Python) `tstate`'s Python stack spans. For native stacks only.
+///
+/// # Safety
+/// As for [`walk`].
+pub(crate) unsafe fn count_activations(tstate: *mut ffi::PyThreadState) -> usize {
+    if tstate.is_null() {
+        return 0;
+    }
+    let l = &LAYOUT;
+    let mut count = 0;
+    // SAFETY: as in `walk`: a live thread state of this thread and its frame chain.
+    unsafe {
+        let mut frame = innermost_frame(tstate);
+        while !frame.is_null() {
+            count += usize::from(ends_activation(frame, read(frame, l.frame_owner)));
+            frame = read(frame, l.frame_previous);
+        }
+    }
+    count
+}
+
+/// Appends the complete frames of `tstate`'s Python stack to `out`, innermost first, as
+/// [`walk`] does (without its reuse of the last walk), and to `ends`, for each
+/// interpreter activation from the innermost, how many frames of `out` lie inside its end.
+/// For native stacks whose C frames continue between Python frames.
+///
+/// # Safety
+/// As for [`walk`].
+pub(crate) unsafe fn walk_activations(
+    tstate: *mut ffi::PyThreadState,
+    out: &mut Vec<RawFrame>,
+    ends: &mut Vec<usize>,
+) {
+    if tstate.is_null() {
+        return;
+    }
+    let l = &LAYOUT;
+    // SAFETY: as in `walk`.
+    unsafe {
+        let mut frame = innermost_frame(tstate);
+        #[allow(unused_unsafe)]
+        let code_type = std::ptr::addr_of_mut!(ffi::PyCode_Type).cast::<ffi::PyTypeObject>();
+        let mut innermost = true;
+        while !frame.is_null() {
+            let code: *const u8 = read(frame, l.frame_code);
+            let owner: u8 = read(frame, l.frame_owner);
+            let next: *const u8 = read(frame, l.frame_previous);
+            let instr: *const u8 = read(frame, l.frame_instr);
+            let ends_here = ends_activation(frame, owner);
+            let mut include = !code.is_null() && l.owner_cstack != Some(owner);
+            if include && innermost {
+                innermost = false;
+                if l.check_code_type && (*code.cast::<ffi::PyObject>()).ob_type != code_type {
+                    include = false;
+                } else {
+                    let start = code.add(l.code_adaptive);
+                    let first_traceable: i32 = read(code, l.code_firsttraceable);
+                    include = owner == FRAME_OWNED_BY_GENERATOR
+                        || (instr as isize) >= (start as isize) + 2 * first_traceable as isize;
+                }
+            }
+            if include {
+                let start = code.add(l.code_adaptive);
+                out.push(RawFrame {
+                    code: code as usize,
+                    lasti: ((instr as isize - start as isize) / 2) as i32,
+                });
+            }
+            if ends_here {
+                ends.push(out.len());
+            }
+            frame = next;
+        }
+    }
+}
+
 /// Appends the complete frames of `tstate`'s Python stack to `out`, innermost first.
 ///
 /// `chain` is the physical chain of the last walk (outermost first, see [`ChainFrame`]);
@@ -188,19 +301,11 @@ pub(crate) unsafe fn walk(
     let mut past = 0usize;
     let mut tried = false;
     let l = &LAYOUT;
-    let ts = tstate.cast::<u8>().cast_const();
     // SAFETY: the caller guarantees a live thread state owned by this thread; the offsets
     // are those of this CPython version's structs, and every pointer read is checked for
     // null before it is followed.
     unsafe {
-        let holder: *const u8 = match l.tstate_cframe {
-            Some(off) => read(ts, off),
-            None => ts,
-        };
-        if holder.is_null() {
-            return none;
-        }
-        let mut frame: *const u8 = read(holder, l.current_frame);
+        let mut frame = innermost_frame(tstate);
         #[allow(unused_unsafe)]
         let code_type = std::ptr::addr_of_mut!(ffi::PyCode_Type).cast::<ffi::PyTypeObject>();
         // Only the innermost Python frame can be incomplete (still setting up, before its

@@ -12,5 +12,6 @@ pub(super) const LAYOUT: FrameLayout = FrameLayout {
     code_adaptive: 184,
     code_firsttraceable: 168,
     owner_cstack: None,
+    frame_is_entry: Some(68),
     check_code_type: false,
 };

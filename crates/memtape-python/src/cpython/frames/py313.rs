@@ -12,5 +12,6 @@ pub(super) const LAYOUT: FrameLayout = FrameLayout {
     code_adaptive: 200,
     code_firsttraceable: 184,
     owner_cstack: Some(3),
+    frame_is_entry: None,
     check_code_type: true,
 };

@@ -14,10 +14,17 @@
 //!   start; for others, at their first native stack, with the thread untraced).
 //!
 //! What is kept: frames other than memtape's own (the hook, the launcher) and the
-//! interpreter's own allocating functions (see [`Snapshot::interpreter`]), up to the
+//! interpreter's own functions at either end (its allocating functions, see
+//! [`Snapshot::interpreter`], and its call machinery), up to the
 //! innermost `_PyEval_EvalFrameDefault` (the interpreter running the innermost Python
 //! frame), which the Python stack continues. A thread with no Python frame keeps everything up to
 //! [`MAX_NATIVE_FRAMES`].
+//!
+//! When the thread's Python stack spans several interpreter activations (C code called
+//! back into Python: a ctypes callback, `qsort` calling a comparator), the unwind goes on
+//! to the outermost one ([`capture_segments`]) and also keeps the C frames between two
+//! `_PyEval_EvalFrameDefault` frames, less the interpreter's own functions at either end
+//! of each such run (its call machinery), so the stack reads Python, C, Python, C.
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
@@ -34,6 +41,8 @@ use crate::thread::hook_mode;
 pub(crate) const MAX_NATIVE_FRAMES: usize = 64;
 /// The most frames walked per unwind (memtape's own and the kept ones).
 const MAX_WALK: usize = 128;
+/// The most interpreter activations a native stack is split at.
+pub(crate) const MAX_CUTS: usize = 16;
 /// Caches in the pool: more threads than this unwinding at once go without.
 const CACHE_SLOTS: usize = 16;
 
@@ -354,28 +363,42 @@ fn registers() -> (u64, u64, u64) {
 /// how many frames were kept: return addresses after memtape's own frames, up to the
 /// interpreter's eval loop. Never allocates; 0 when native stacks are off, or no cache
 /// is free, or the thread's stack bounds are unknown.
+#[cfg(test)]
+pub(crate) fn capture(out: &mut [u64; MAX_NATIVE_FRAMES]) -> usize {
+    capture_segments(out, 1, &mut [0; MAX_CUTS]).0
+}
+
+/// Like [`capture`], but past up to `evals` eval-loop frames: returns `(kept, cuts)`,
+/// where `cut[i]` (for `i < cuts`) is how many kept frames lie inside the `i`-th
+/// `_PyEval_EvalFrameDefault` from the innermost. Each run of frames inside an eval
+/// loop is trimmed of the interpreter's own functions at both ends (how it allocates for
+/// its caller, and its call machinery); a run the unwind did not finish is dropped.
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
-pub(crate) fn capture(out: &mut [u64; MAX_NATIVE_FRAMES]) -> usize {
+pub(crate) fn capture_segments(
+    out: &mut [u64; MAX_NATIVE_FRAMES],
+    evals: usize,
+    cut: &mut [u8; MAX_CUTS],
+) -> (usize, usize) {
     if !enabled() {
-        return 0;
+        return (0, 0);
     }
     let snapshot = SNAPSHOT.load(Ordering::Acquire);
     if snapshot.is_null() {
-        return 0;
+        return (0, 0);
     }
     // SAFETY: published snapshots are never freed.
     let snapshot = unsafe { &*snapshot };
     let top = stack_top();
     if top == 0 {
-        return 0;
+        return (0, 0);
     }
     let (pc, sp, bp) = registers();
     let Some(mut lease) = CacheLease::take(sp as usize >> 16) else {
-        return 0;
+        return (0, 0);
     };
     let Some(cache) = lease.cache() else {
-        return 0;
+        return (0, 0);
     };
     let mut read_stack = |addr: u64| -> Result<u64, ()> {
         if addr < sp || addr.saturating_add(8) > top || addr % 8 != 0 {
@@ -389,7 +412,12 @@ pub(crate) fn capture(out: &mut [u64; MAX_NATIVE_FRAMES]) -> usize {
         .unwinder
         .iter_frames(pc, regs, cache, &mut read_stack);
     let in_range = |r: (u64, u64), a: u64| r.0 <= a && a < r.1;
-    let mut kept = 0;
+    let evals = evals.clamp(1, MAX_CUTS);
+    let (mut kept, mut cuts) = (0, 0);
+    // Where the current run of C frames starts, and where it ends once the
+    // interpreter's functions at its outer end are trimmed.
+    let (mut run_start, mut run_end) = (0, 0);
+    let mut finished = false;
     for _ in 0..MAX_WALK {
         let Ok(Some(frame)) = frames.next() else {
             break;
@@ -401,24 +429,45 @@ pub(crate) fn capture(out: &mut [u64; MAX_NATIVE_FRAMES]) -> usize {
             continue;
         }
         if in_range(snapshot.eval, lookup) {
-            break;
+            // The interpreter's call machinery between the C code and its eval loop.
+            kept = run_end;
+            cut[cuts] = kept as u8;
+            cuts += 1;
+            if cuts == evals {
+                finished = true;
+                break;
+            }
+            (run_start, run_end) = (kept, kept);
+            continue;
         }
-        if kept == 0 && in_range(snapshot.interpreter, lookup) {
+        let interpreter = in_range(snapshot.interpreter, lookup);
+        if kept == run_start && interpreter {
             continue;
         }
         out[kept] = frame.address();
         kept += 1;
+        if !interpreter {
+            run_end = kept;
+        }
         if kept == MAX_NATIVE_FRAMES {
             break;
         }
     }
-    kept
+    if !finished && cuts > 0 {
+        // The run past the last eval frame found was not unwound to its end.
+        kept = usize::from(cut[cuts - 1]);
+    }
+    (kept, cuts)
 }
 
 /// Native stacks are only unwound on x86-64 for now.
 #[cfg(not(target_arch = "x86_64"))]
-pub(crate) fn capture(_out: &mut [u64; MAX_NATIVE_FRAMES]) -> usize {
-    0
+pub(crate) fn capture_segments(
+    _out: &mut [u64; MAX_NATIVE_FRAMES],
+    _evals: usize,
+    _cut: &mut [u8; MAX_CUTS],
+) -> (usize, usize) {
+    (0, 0)
 }
 
 #[cfg(test)]

@@ -35,29 +35,10 @@ PIPELINES: dict[str, list[str]] = {
     ],
 }
 
-# File circles known and left for now, with why. Each must still exist (so that a fixed
-# one is taken off this list).
-KNOWN_FILE_CIRCLES: dict[str, set[tuple[str, str]]] = {
-    # The GOT hooks list dlopen's hook among their addresses, and dlopen's hook calls the
-    # real functions from the hooks' table: moving the table (`f`, `NAMES`, `REAL`,
-    # `real`) into a file of its own ends it (left while native/ is being edited).
-    "crates/memtape-python/src": {("native::alloc_hooks", "native::dlopen_hook")},
-}
-
-
-def without_known(graph: dict[tuple[str, ...], set[tuple[str, ...]]], crate: str) -> None:
-    for a, b in KNOWN_FILE_CIRCLES.get(crate, set()):
-        ka, kb = tuple(a.split("::")), tuple(b.split("::"))
-        assert kb in graph[ka] and ka in graph[kb], (
-            f"the known circle {a} <-> {b} is gone: take it off KNOWN_FILE_CIRCLES"
-        )
-        graph[ka].discard(kb)
-
 
 @pytest.mark.parametrize("crate", sorted(PIPELINES))
 def test_no_file_imports_another_in_a_circle(crate: str) -> None:
     graph = file_graph(ROOT / crate)
-    without_known(graph, crate)
     cycle = find_cycle(graph)
     assert cycle is None, "import circle: " + " -> ".join(name(m) for m in cycle or [])
 

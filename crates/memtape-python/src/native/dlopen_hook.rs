@@ -8,8 +8,25 @@
 //! object) and open the first file that exists by its full path.
 
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::OnceLock;
 
-use super::alloc_hooks::{f, real};
+use super::hooked_functions::{f, real};
+
+/// What runs after an object was loaded through a hook (patching its slots): set by
+/// whoever patches before the hooks can be reached, so that this file, which the hooks'
+/// table names, does not depend on patching in turn.
+static AFTER_LOAD: OnceLock<fn()> = OnceLock::new();
+
+/// Sets what runs after each successful load through the hooks (first call wins).
+pub(crate) fn on_load(after: fn()) {
+    let _ = AFTER_LOAD.set(after);
+}
+
+fn loaded() {
+    if let Some(after) = AFTER_LOAD.get() {
+        after();
+    }
+}
 
 type DlopenFn = unsafe extern "C" fn(*const c_char, c_int) -> *mut c_void;
 type DlmopenFn = unsafe extern "C" fn(libc::Lmid_t, *const c_char, c_int) -> *mut c_void;
@@ -81,7 +98,7 @@ unsafe extern "C" fn dlopen_from(
     // SAFETY: the caller's arguments, passed on; `caller` is a return address.
     let handle = unsafe { open_for(real, file, flags, caller) };
     if !handle.is_null() {
-        super::patch_new_objects();
+        loaded();
     }
     handle
 }
@@ -97,7 +114,7 @@ unsafe extern "C" fn dlmopen_from(
     // objects of the base namespace are patched.
     let handle = unsafe { real::<DlmopenFn>(f::DLMOPEN)(lmid, file, flags) };
     if !handle.is_null() {
-        super::patch_new_objects();
+        loaded();
     }
     handle
 }

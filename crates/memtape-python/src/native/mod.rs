@@ -6,6 +6,7 @@
 //! - [`elf_slots`] finds the `JUMP_SLOT`/`GLOB_DAT` slots naming the hooked functions;
 //! - [`got_patcher`] points the ones that still hold libc's function at our hooks, and
 //!   back;
+//! - [`hooked_functions`] names the functions hooked and the real ones behind them;
 //! - [`alloc_hooks`] are the hooks; [`dlopen_hook`] patches objects loaded later;
 //! - [`native_record`] records blocks and mapped ranges;
 //! - [`patch_control`] turns this on and off for the sinks that follow native memory;
@@ -22,6 +23,7 @@ mod alloc_hooks;
 mod dlopen_hook;
 mod elf_slots;
 mod got_patcher;
+mod hooked_functions;
 mod mlx_allocator;
 mod mlx_buffer_events;
 mod mlx_graph;
@@ -38,5 +40,5 @@ pub(crate) use crate::record::native_state::{
 pub(crate) use alloc_hooks::beneath_wrapper;
 /// tracemalloc's domain for native blocks and mappings ("nat" in ASCII).
 pub(crate) use memtape_core::NATIVE_DOMAIN;
-pub(crate) use patch_control::{counters, patch_new_objects, start, stop, wanted_by_tracemalloc};
+pub(crate) use patch_control::{counters, start, stop, wanted_by_tracemalloc};
 pub(crate) use private_allocators::private_allocators;

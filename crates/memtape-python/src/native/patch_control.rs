@@ -5,8 +5,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Once;
 
-use super::alloc_hooks::{f, hook_addresses, NAMES, REAL};
+use super::alloc_hooks::hook_addresses;
+use super::dlopen_hook;
 use super::got_patcher::{self, Patches};
+use super::hooked_functions::{f, NAMES, REAL};
 use super::unwind::native_stacks;
 use crate::record::native_state::{ACTIVE, SINK_CAPTURE};
 use crate::record::recorder::with_recorder;
@@ -92,6 +94,7 @@ pub(crate) fn start(sink: u8) -> bool {
     if !resolve() {
         return false;
     }
+    dlopen_hook::on_load(patch_new_objects);
     register_fork_handlers();
     with_recorder(|rec| {
         if rec.native.sinks == 0 {

@@ -32,14 +32,31 @@ struct Chunk {
     slots: Box<[Slot]>,
 }
 
+/// Entries of [`ChunkedTable`]'s cache of recently used chunks.
+const RECENT: usize = 64;
+/// A cache entry that matches no chunk key (keys are addresses shifted right).
+const NO_KEY: u64 = u64::MAX;
+
 /// Small, granule-aligned blocks of domain 0.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ChunkedTable {
     index: FxHashMap<u64, u32>,
     chunks: Vec<Chunk>,
-    /// The chunk used last: most operations hit it again.
-    last: Option<(u64, u32)>,
+    /// Recently used chunks, direct-mapped by key: frees of old blocks spread over a few
+    /// dozen chunks, which a single last-used entry kept missing.
+    recent: Box<[(u64, u32); RECENT]>,
     len: usize,
+}
+
+impl Default for ChunkedTable {
+    fn default() -> Self {
+        Self {
+            index: FxHashMap::default(),
+            chunks: Vec::new(),
+            recent: Box::new([(NO_KEY, 0); RECENT]),
+            len: 0,
+        }
+    }
 }
 
 /// Whether an address starts a granule (only those have a slot here).
@@ -74,13 +91,12 @@ impl ChunkedTable {
 
     #[inline]
     fn chunk_of(&mut self, key: u64) -> Option<u32> {
-        if let Some((k, i)) = self.last {
-            if k == key {
-                return Some(i);
-            }
+        let entry = &mut self.recent[key as usize % RECENT];
+        if entry.0 == key {
+            return Some(entry.1);
         }
         let i = *self.index.get(&key)?;
-        self.last = Some((key, i));
+        *entry = (key, i);
         Some(i)
     }
 
@@ -89,8 +105,8 @@ impl ChunkedTable {
     pub(crate) fn get(&self, addr: u64) -> Option<(u64, StackId)> {
         debug_assert!(is_granule(addr));
         let (key, slot) = split(addr);
-        let i = match self.last {
-            Some((k, i)) if k == key => i,
+        let i = match self.recent[key as usize % RECENT] {
+            (k, i) if k == key => i,
             _ => *self.index.get(&key)?,
         };
         let s = self.chunks[i as usize].slots[slot];
@@ -205,7 +221,7 @@ impl ChunkedTable {
             slots: slots.into_boxed_slice(),
         });
         self.index.insert(key, i);
-        self.last = Some((key, i));
+        self.recent[key as usize % RECENT] = (key, i);
         Ok(i)
     }
 }

@@ -30,6 +30,8 @@ def test_mypyc_functions_in_top_and_the_flame_graph(tmp_path: Path) -> None:
         "run", "-q", "--native", "-o", capture,
         "-m", "mypy", "--no-incremental", "--cache-dir", tmp_path / "cache", "iniconfig",
         cwd=target, timeout=240,
+        # A crash prints every thread's Python stack (one run in CI ended by SIGSEGV).
+        env={"PYTHONFAULTHANDLER": "1"},
     )  # fmt: skip
     assert result.returncode == 0, describe(result)
     top = read_json("top", capture, "--limit", "100000")

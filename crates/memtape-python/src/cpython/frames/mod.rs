@@ -72,7 +72,6 @@ fn prefetch_callers(frame: *const u8) {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ChainFrame {
     pub(crate) addr: usize,
-    code: usize,
     instr: usize,
     pub(crate) included: u32,
 }
@@ -113,14 +112,19 @@ fn find_in_chain(chain: &[ChainFrame], addr: usize) -> Option<usize> {
 }
 
 /// Whether the frames from `chain[p]` (which is the live frame at that address) outward
-/// still hold what the last walk read: the same code object, instruction pointer and
-/// caller, down to the end of the chain. Then the walk would read the same frames again.
+/// still hold what the last walk read: the same instruction pointer and caller, down to
+/// the end of the chain. Then the walk would read the same frames again: an instruction
+/// pointer lies inside its code object (CPython 3.11+ keep the bytecode inline), so an
+/// equal one means the same code object as long as the code objects of the last walk are
+/// still alive, which the caller guarantees (no other object can overlap them).
 /// Each address comes from `chain`, not from the load before it, so the loads overlap
 /// instead of following one another.
 ///
 /// # Safety
 /// `chain[p].addr` must be a live frame on the calling thread's current chain (with the
-/// GIL held, or frozen while the thread runs C code).
+/// GIL held, or frozen while the thread runs C code), and the code objects the chain's
+/// frames ran when it was walked must still be alive (referenced by the recorder, or
+/// immortal like the interpreter's shim code).
 #[inline]
 unsafe fn chain_unchanged(chain: &[ChainFrame], p: usize) -> bool {
     let l = &LAYOUT;
@@ -128,17 +132,13 @@ unsafe fn chain_unchanged(chain: &[ChainFrame], p: usize) -> bool {
     loop {
         let c = &chain[i];
         let f = c.addr as *const u8;
+        // The outermost frame has no caller; every other one has the entry before.
         let expected_previous = if i == 0 { 0 } else { chain[i - 1].addr };
         // SAFETY: `chain[p]` is live (caller); every other `chain[i]` is read only after
         // the live frame `chain[i + 1]` was seen to have it as its caller.
-        let (code, instr, previous): (usize, usize, usize) = unsafe {
-            (
-                read(f, l.frame_code),
-                read(f, l.frame_instr),
-                read(f, l.frame_previous),
-            )
-        };
-        if (code ^ c.code) | (instr ^ c.instr) | (previous ^ expected_previous) != 0 {
+        let (instr, previous): (usize, usize) =
+            unsafe { (read(f, l.frame_instr), read(f, l.frame_previous)) };
+        if (instr ^ c.instr) | (previous ^ expected_previous) != 0 {
             return false;
         }
         if i == 0 {
@@ -276,7 +276,8 @@ pub(crate) unsafe fn walk_activations(
 /// # Safety
 /// `tstate` must be the thread state of the calling thread and the calling thread must
 /// hold the GIL (so the frame chain is neither running nor being torn down), or `tstate`
-/// must be null (nothing is appended). `chain` must come from walks of this thread.
+/// must be null (nothing is appended). `chain` must come from walks of this thread, and
+/// the code objects its frames ran then must still be alive (see [`chain_unchanged`]).
 #[inline]
 pub(crate) unsafe fn walk(
     tstate: *mut ffi::PyThreadState,
@@ -316,7 +317,8 @@ pub(crate) unsafe fn walk(
             if !innermost && !tried && past < MATCH_WINDOW {
                 if let Some(p) = find_in_chain(chain, frame as usize) {
                     tried = true;
-                    // `frame` is live: it was reached from the thread's current frame.
+                    // `frame` is live: it was reached from the thread's current frame;
+                    // the chain's code objects are alive (caller).
                     if chain_unchanged(chain, p) {
                         return Walk {
                             same: Some(chain[p].included as usize),
@@ -335,7 +337,6 @@ pub(crate) unsafe fn walk(
                 past += 1;
                 fresh.push(ChainFrame {
                     addr: frame as usize,
-                    code: code as usize,
                     instr: instr as usize,
                     included: 0,
                 });

@@ -128,24 +128,21 @@ fn find_in_chain(chain: &[ChainFrame], addr: usize) -> Option<usize> {
 #[inline]
 unsafe fn chain_unchanged(chain: &[ChainFrame], p: usize) -> bool {
     let l = &LAYOUT;
-    let mut i = p;
-    loop {
-        let c = &chain[i];
+    let Some(chain) = chain.get(..=p) else {
+        return false;
+    };
+    // Whether the frame of `c` still runs the same instruction, called from `caller`.
+    let holds = |c: &ChainFrame, caller: usize| {
         let f = c.addr as *const u8;
-        // The outermost frame has no caller; every other one has the entry before.
-        let expected_previous = if i == 0 { 0 } else { chain[i - 1].addr };
-        // SAFETY: `chain[p]` is live (caller); every other `chain[i]` is read only after
-        // the live frame `chain[i + 1]` was seen to have it as its caller.
+        // SAFETY: `chain[p]` is live (caller); every other frame is read only after the
+        // live frame inside it was seen to have it as its caller (`all` stops at the
+        // first frame that does not hold).
         let (instr, previous): (usize, usize) =
             unsafe { (read(f, l.frame_instr), read(f, l.frame_previous)) };
-        if (instr ^ c.instr) | (previous ^ expected_previous) != 0 {
-            return false;
-        }
-        if i == 0 {
-            return true;
-        }
-        i -= 1;
-    }
+        (instr ^ c.instr) | (previous ^ caller) == 0
+    };
+    // Innermost first; the outermost frame has no caller.
+    chain.windows(2).rev().all(|w| holds(&w[1], w[0].addr)) && holds(&chain[0], 0)
 }
 
 /// The innermost frame of `tstate`'s chain, null when it has none.

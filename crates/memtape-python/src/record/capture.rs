@@ -184,6 +184,8 @@ impl ThreadCapture {
         }
         let mut count = self.chain.last().map_or(0, |c| c.included);
         for f in self.fresh.iter().rev() {
+            // The walk reached `f` from its caller, the entry before it (or none).
+            debug_assert_eq!(f.caller, self.chain.last().map_or(0, |c| c.addr));
             count += f.included;
             self.chain.push(f.counted(count));
         }

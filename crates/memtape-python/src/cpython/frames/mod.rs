@@ -66,13 +66,15 @@ fn prefetch_callers(frame: *const u8) {
 }
 
 /// One physical frame of the chain outside the innermost checked frame, as last walked:
-/// its address and the fields the walk read. `included` counts, outermost first, the
+/// its address and the fields the walk read (its instruction pointer and its caller, which
+/// is the address of the entry before it in a chain, 0 for the first). `included` counts, outermost first, the
 /// frames of the walk up to and including this one that went into the stack (while a
 /// walk is in progress: 1 if this frame did, else 0).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ChainFrame {
     pub(crate) addr: usize,
     instr: usize,
+    pub(crate) caller: usize,
     pub(crate) included: u32,
 }
 
@@ -131,18 +133,16 @@ unsafe fn chain_unchanged(chain: &[ChainFrame], p: usize) -> bool {
     let Some(chain) = chain.get(..=p) else {
         return false;
     };
-    // Whether the frame of `c` still runs the same instruction, called from `caller`.
-    let holds = |c: &ChainFrame, caller: usize| {
+    // Innermost first; `all` stops at the first frame that changed.
+    chain.iter().rev().all(|c| {
         let f = c.addr as *const u8;
         // SAFETY: `chain[p]` is live (caller); every other frame is read only after the
-        // live frame inside it was seen to have it as its caller (`all` stops at the
-        // first frame that does not hold).
+        // live frame inside it was seen to have it as its caller (`c.caller` is the
+        // address of the entry before `c`).
         let (instr, previous): (usize, usize) =
             unsafe { (read(f, l.frame_instr), read(f, l.frame_previous)) };
-        (instr ^ c.instr) | (previous ^ caller) == 0
-    };
-    // Innermost first; the outermost frame has no caller.
-    chain.windows(2).rev().all(|w| holds(&w[1], w[0].addr)) && holds(&chain[0], 0)
+        (instr ^ c.instr) | (previous ^ c.caller) == 0
+    })
 }
 
 /// The innermost frame of `tstate`'s chain, null when it has none.
@@ -335,6 +335,7 @@ pub(crate) unsafe fn walk(
                 fresh.push(ChainFrame {
                     addr: frame as usize,
                     instr: instr as usize,
+                    caller: next as usize,
                     included: 0,
                 });
             }

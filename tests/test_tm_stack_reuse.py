@@ -1,6 +1,6 @@
 """Tracebacks stay exact while the walk reuses the frame chain of the thread's last capture.
 
-Each capture checks the last capture's chain frame by frame (address, code, instruction,
+Each capture checks the last capture's chain frame by frame (address, instruction pointer,
 caller) instead of following it pointer by pointer. These cases change the stack in the
 ways that could fool a cache keyed on frame addresses: recursion returning to other
 depths, a generator resumed from other callers, one function called from two call sites
@@ -147,5 +147,35 @@ def test_tracebacks_exact_in_threads() -> None:
         for t in threads:
             t.join()
         check(rec)
+    finally:
+        tm.stop()
+
+
+def make_in_fresh_code(rec: Recorder, round_: int) -> None:
+    """Compiles a new function (its padding varies its size and where its call sits),
+    calls it at the same stack shape as every other round, and drops it."""
+    padding = "    x = 0\n" * (round_ % 7)
+    source = f"def fresh(rec):\n{padding}    rec.make()\n"
+    namespace: dict[str, object] = {}
+    exec(compile(source, f"<fresh {round_}>", "exec"), namespace)
+    fresh = namespace.pop("fresh")
+    assert callable(fresh)
+    fresh(rec)
+
+
+def test_tracebacks_exact_when_code_objects_are_freed_and_reallocated() -> None:
+    """clear_traces releases the code objects: a new one may lie where a freed one was,
+    and run in a frame at the same address, while the thread's stack keeps its shape."""
+    rec = Recorder()
+    tm.start(1000)
+    try:
+        for round_ in range(300):
+            make_in_fresh_code(rec, round_)
+            (_, stack), block = rec.expected.popitem(), rec.blocks.pop()
+            traceback = tm.get_object_traceback(block)
+            assert traceback is not None
+            got = [(f.filename, f.lineno) for f in traceback]
+            assert got == stack, f"round {round_}"
+            tm.clear_traces()
     finally:
         tm.stop()

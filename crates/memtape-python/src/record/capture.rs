@@ -4,12 +4,14 @@
 //! A new capture walks the frames (no lock), finds how many outer frames are unchanged,
 //! and interns only the changed inner part, usually one or two frames.
 
+use std::sync::atomic::Ordering;
+
 use memtape_core::{native_frame_code, StackId, EMPTY_STACK};
 use pyo3::ffi;
 
 use crate::cpython::frames;
 use crate::native::unwind::native_stacks;
-use crate::record::recorder::Recorder;
+use crate::record::recorder::{Recorder, GENERATION};
 use crate::thread::hook_mode::HookThread;
 use crate::thread::thread_capture::ThreadCapture;
 
@@ -127,7 +129,8 @@ impl ThreadCapture {
         let (same, new) = (same + repeated, new - repeated);
         if new == 0 && same == self.frames.len() && same == self.ids.len() {
             if let Some(&id) = self.ids.last() {
-                self.commit_chain(true);
+                let referenced = rec.reference_pending_codes();
+                self.commit_chain(referenced);
                 return id;
             }
         }
@@ -161,12 +164,16 @@ impl ThreadCapture {
                 self.ids.push(id);
             }
         }
-        self.commit_chain(complete);
+        // The next walk trusts the chain's code objects to be alive: not so for those
+        // interned without the GIL and not referenced yet.
+        let referenced = rec.reference_pending_codes();
+        self.commit_chain(complete && referenced);
         id
     }
 
     /// Makes the physical chain describe `frames` after a walk was interned (or forgets
-    /// it when not every frame could be interned).
+    /// it when it cannot be trusted: not every frame could be interned, or their code
+    /// objects are not all referenced).
     fn commit_chain(&mut self, complete: bool) {
         match self.outcome.reused {
             Some(p) if complete => self.chain.truncate(p + 1),
@@ -177,6 +184,8 @@ impl ThreadCapture {
         }
         let mut count = self.chain.last().map_or(0, |c| c.included);
         for f in self.fresh.iter().rev() {
+            // The walk reached `f` from its caller, the entry before it (or none).
+            debug_assert_eq!(f.caller, self.chain.last().map_or(0, |c| c.addr));
             count += f.included;
             self.chain.push(f.counted(count));
         }
@@ -236,9 +245,18 @@ pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState)
                 let cap = &mut *cap;
                 cap.walked.clear();
                 cap.fresh.clear();
+                if cap.generation != GENERATION.load(Ordering::Acquire) {
+                    // The recorder let go of the code objects the chain's frames ran: an
+                    // equal instruction pointer no longer proves the same code object
+                    // (a new one may lie where a freed one was).
+                    cap.chain.clear();
+                }
                 // SAFETY: the caller passes this thread's own thread state, with the GIL or
                 // from C code that released it (its frames are frozen until it returns);
-                // the chain comes from this thread's earlier walks.
+                // the chain comes from this thread's earlier walks, committed only while
+                // the recorder referenced all its code objects, in the generation still
+                // current (codes are released only after the generation moved on, and
+                // the GIL orders that release before this walk).
                 cap.outcome = unsafe {
                     frames::walk(
                         tstate,

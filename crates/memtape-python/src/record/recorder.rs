@@ -4,7 +4,7 @@
 //! Two sinks share the stacks and the live table: tracemalloc (live traces) and the event
 //! recorder (the last N events). Stacks are forgotten only when neither needs them.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use memtape_core::{
     Action, AllocatorState, Event, EventRing, LiveTable, StackId, StackTable, HOST_DEVICE,
@@ -31,6 +31,11 @@ pub(crate) static CAPTURING: AtomicBool = AtomicBool::new(false);
 
 /// The traceback limit (tracemalloc's `nframe`); kept after `stop()`.
 pub(crate) static NFRAME: AtomicU32 = AtomicU32::new(1);
+
+/// The recorder's generation, readable without the lock. It is stored when stacks are
+/// forgotten, before their code objects are released: a thread's capture cache trusts the
+/// code objects of its last walk to be alive only while it is unchanged.
+pub(crate) static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// The recorder; `None` until first used.
 pub(crate) static RECORDER: SpinLock<Option<Recorder>> = SpinLock::new(None);
@@ -182,18 +187,7 @@ impl Recorder {
         code: usize,
         lasti: i32,
     ) -> Option<StackId> {
-        if !self.without_gil && !self.unreferenced_codes.is_empty() {
-            for code in std::mem::take(&mut self.unreferenced_codes) {
-                // SAFETY: the GIL is held (see below). Each code object was interned from a
-                // live frame of a thread running C code without the GIL; that frame keeps
-                // it alive until its thread takes the GIL back and returns. The reference
-                // is taken by the first interning with the GIL after that, by any thread:
-                // only code that dies in between, with no new frame interned anywhere
-                // meanwhile (compiled at run time and dropped right after its C call),
-                // could be missed (README, native memory, what is not seen).
-                unsafe { ffi::Py_INCREF(code as *mut ffi::PyObject) };
-            }
-        }
+        self.reference_pending_codes();
         let (id, created) = self.stacks.intern(parent, code, lasti)?;
         if created && self.codes.insert(code) {
             if self.without_gil {
@@ -206,6 +200,30 @@ impl Recorder {
             }
         }
         Some(id)
+    }
+
+    /// Takes the references that interning without the GIL left for later, when the GIL is
+    /// held. Returns whether every code object in the stacks is referenced now (false
+    /// while interning without the GIL with some pending).
+    #[inline]
+    pub(crate) fn reference_pending_codes(&mut self) -> bool {
+        if self.unreferenced_codes.is_empty() {
+            return true;
+        }
+        if self.without_gil {
+            return false;
+        }
+        for code in std::mem::take(&mut self.unreferenced_codes) {
+            // SAFETY: the GIL is held (interning is, `without_gil` aside). Each code object was interned from a
+            // live frame of a thread running C code without the GIL; that frame keeps
+            // it alive until its thread takes the GIL back and returns. The reference
+            // is taken by the first interning with the GIL after that, by any thread:
+            // only code that dies in between, with no new frame interned anywhere
+            // meanwhile (compiled at run time and dropped right after its C call),
+            // could be missed (README, native memory, what is not seen).
+            unsafe { ffi::Py_INCREF(code as *mut ffi::PyObject) };
+        }
+        true
     }
 
     /// The stack an event is attributed to: the op context's traceback when it is valid,
@@ -276,6 +294,7 @@ impl Recorder {
         self.live.clear();
         self.allocators.forget_stacks();
         self.generation += 1;
+        GENERATION.store(self.generation, Ordering::Release);
         ReleasedCodes(codes)
     }
 

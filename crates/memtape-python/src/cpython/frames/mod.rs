@@ -66,14 +66,15 @@ fn prefetch_callers(frame: *const u8) {
 }
 
 /// One physical frame of the chain outside the innermost checked frame, as last walked:
-/// its address and the fields the walk read. `included` counts, outermost first, the
+/// its address and the fields the walk read (its instruction pointer and its caller, which
+/// is the address of the entry before it in a chain, 0 for the first). `included` counts, outermost first, the
 /// frames of the walk up to and including this one that went into the stack (while a
 /// walk is in progress: 1 if this frame did, else 0).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ChainFrame {
     pub(crate) addr: usize,
-    code: usize,
     instr: usize,
+    pub(crate) caller: usize,
     pub(crate) included: u32,
 }
 
@@ -113,39 +114,35 @@ fn find_in_chain(chain: &[ChainFrame], addr: usize) -> Option<usize> {
 }
 
 /// Whether the frames from `chain[p]` (which is the live frame at that address) outward
-/// still hold what the last walk read: the same code object, instruction pointer and
-/// caller, down to the end of the chain. Then the walk would read the same frames again.
+/// still hold what the last walk read: the same instruction pointer and caller, down to
+/// the end of the chain. Then the walk would read the same frames again: an instruction
+/// pointer lies inside its code object (CPython 3.11+ keep the bytecode inline), so an
+/// equal one means the same code object as long as the code objects of the last walk are
+/// still alive, which the caller guarantees (no other object can overlap them).
 /// Each address comes from `chain`, not from the load before it, so the loads overlap
 /// instead of following one another.
 ///
 /// # Safety
 /// `chain[p].addr` must be a live frame on the calling thread's current chain (with the
-/// GIL held, or frozen while the thread runs C code).
+/// GIL held, or frozen while the thread runs C code), and the code objects the chain's
+/// frames ran when it was walked must still be alive (referenced by the recorder, or
+/// immortal like the interpreter's shim code).
 #[inline]
 unsafe fn chain_unchanged(chain: &[ChainFrame], p: usize) -> bool {
     let l = &LAYOUT;
-    let mut i = p;
-    loop {
-        let c = &chain[i];
+    let Some(chain) = chain.get(..=p) else {
+        return false;
+    };
+    // Innermost first; `all` stops at the first frame that changed.
+    chain.iter().rev().all(|c| {
         let f = c.addr as *const u8;
-        let expected_previous = if i == 0 { 0 } else { chain[i - 1].addr };
-        // SAFETY: `chain[p]` is live (caller); every other `chain[i]` is read only after
-        // the live frame `chain[i + 1]` was seen to have it as its caller.
-        let (code, instr, previous): (usize, usize, usize) = unsafe {
-            (
-                read(f, l.frame_code),
-                read(f, l.frame_instr),
-                read(f, l.frame_previous),
-            )
-        };
-        if (code ^ c.code) | (instr ^ c.instr) | (previous ^ expected_previous) != 0 {
-            return false;
-        }
-        if i == 0 {
-            return true;
-        }
-        i -= 1;
-    }
+        // SAFETY: `chain[p]` is live (caller); every other frame is read only after the
+        // live frame inside it was seen to have it as its caller (`c.caller` is the
+        // address of the entry before `c`).
+        let (instr, previous): (usize, usize) =
+            unsafe { (read(f, l.frame_instr), read(f, l.frame_previous)) };
+        (instr ^ c.instr) | (previous ^ c.caller) == 0
+    })
 }
 
 /// The innermost frame of `tstate`'s chain, null when it has none.
@@ -276,7 +273,8 @@ pub(crate) unsafe fn walk_activations(
 /// # Safety
 /// `tstate` must be the thread state of the calling thread and the calling thread must
 /// hold the GIL (so the frame chain is neither running nor being torn down), or `tstate`
-/// must be null (nothing is appended). `chain` must come from walks of this thread.
+/// must be null (nothing is appended). `chain` must come from walks of this thread, and
+/// the code objects its frames ran then must still be alive (see [`chain_unchanged`]).
 #[inline]
 pub(crate) unsafe fn walk(
     tstate: *mut ffi::PyThreadState,
@@ -316,7 +314,8 @@ pub(crate) unsafe fn walk(
             if !innermost && !tried && past < MATCH_WINDOW {
                 if let Some(p) = find_in_chain(chain, frame as usize) {
                     tried = true;
-                    // `frame` is live: it was reached from the thread's current frame.
+                    // `frame` is live: it was reached from the thread's current frame;
+                    // the chain's code objects are alive (caller).
                     if chain_unchanged(chain, p) {
                         return Walk {
                             same: Some(chain[p].included as usize),
@@ -335,8 +334,8 @@ pub(crate) unsafe fn walk(
                 past += 1;
                 fresh.push(ChainFrame {
                     addr: frame as usize,
-                    code: code as usize,
                     instr: instr as usize,
+                    caller: next as usize,
                     included: 0,
                 });
             }

@@ -1,0 +1,110 @@
+"""Instructions per stack capture, counted by valgrind's callgrind (independent of load).
+
+Prints, for the interpreter running it (which must have memtape installed and valgrind
+on PATH):
+- ``capture_traceback()`` called from C at Python depth 32 (the framework path), with the
+  event recorder on: the difference between two call counts over the extra calls;
+- the deep_recursion workload (width 200) untraced and under ``memtape.tracemalloc`` at
+  nframe 1 and 25: the workload's instructions (a run with `--repeats` repeats less one
+  with none, so that start-up and imports drop out) and the ratio over untraced.
+
+Usage: python benchmarks/capture_instructions.py [--low N] [--high N] [--repeats N]
+       (a few minutes: every row runs a fresh interpreter under callgrind)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+CAPTURE = """
+import sys
+sys.path.insert(0, {tests!r})
+import memtape
+from c_abi.build import load
+module = load({lib!r})
+def at_depth(depth, fn):
+    return fn() if depth <= 1 else at_depth(depth - 1, fn)
+memtape.record_memory_events(True, 1000, sources=("framework",))
+at_depth(32, lambda: module.time_capture({calls}))
+memtape.record_memory_events(False)
+"""
+
+DEEP = """
+import sys
+sys.path.insert(0, {workloads!r})
+import deep_recursion
+nframe = {nframe}
+if nframe:
+    import memtape.tracemalloc as tm
+    tm.start(nframe)
+deep_recursion.main(repeats={repeats}, width=200)
+if nframe:
+    tm.stop()
+"""
+
+
+def instructions(code: str) -> int:
+    """Instructions callgrind counts for `code` run by this interpreter (all threads)."""
+    out = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
+    found = re.search(r"Collected : (\d+)", out)
+    if found is None:
+        raise RuntimeError(out)
+    return int(found.group(1))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--low", type=int, default=20_000)
+    p.add_argument("--high", type=int, default=120_000)
+    p.add_argument("--repeats", type=int, default=100)
+    args = p.parse_args()
+    sys.path.insert(0, str(REPO / "tests"))
+    from c_abi.build import build_fakecache
+
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = str(build_fakecache(Path(tmp)))
+        counts = [
+            instructions(CAPTURE.format(tests=str(REPO / "tests"), lib=lib, calls=calls))
+            for calls in (args.low, args.high)
+        ]
+    per = (counts[1] - counts[0]) / (args.high - args.low)
+    print(f"python {sys.version.split()[0]}")
+    print(f"capture_traceback() from C at depth 32: {per:,.0f} instructions per call")
+    workloads = str(REPO / "benchmarks" / "workloads")
+    base = 0
+    for nframe in (0, 1, 25):
+        n = instructions(
+            DEEP.format(workloads=workloads, nframe=nframe, repeats=args.repeats)
+        ) - instructions(DEEP.format(workloads=workloads, nframe=nframe, repeats=0))
+        base = base or n
+        label = "untraced" if nframe == 0 else f"memtape.tracemalloc nframe {nframe}"
+        print(
+            f"deep_recursion (repeats={args.repeats}, width=200) {label:<32} "
+            f"{n / 1e6:9.1f} M  {n / base:5.2f}x"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    raise SystemExit(main())

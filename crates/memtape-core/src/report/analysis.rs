@@ -64,51 +64,13 @@ pub(crate) mod tests {
     use crate::capture::{BlockEncoder, CaptureFileWriter, CaptureReader};
     use crate::report::{group_sites, GroupBy, StackTotal};
 
-    /// Appends `record` to a block.
-    pub(crate) fn encode(enc: &mut BlockEncoder, record: &Record<'_>) {
-        match *record {
-            Record::Alloc {
-                domain,
-                addr,
-                size,
-                stack,
-            } => enc.alloc(domain, addr, size, stack),
-            Record::Free { domain, addr } => enc.free(domain, addr),
-            Record::Time { ns } => enc.time(ns),
-            Record::String { id, value } => enc.string(id, value),
-            Record::Frame {
-                id,
-                filename,
-                name,
-                line,
-            } => enc.frame(id, filename, name, line),
-            Record::Stack { id, parent, frame } => enc.stack(id, parent, frame),
-            Record::Marker { label } => enc.marker(label),
-            Record::Dropped { count } => enc.dropped(count),
-            Record::Module {
-                id,
-                path,
-                base,
-                build_id,
-                segments,
-            } => enc.module(
-                id,
-                path,
-                base,
-                build_id,
-                &segments.iter().collect::<Vec<_>>(),
-            ),
-            Record::NativeFrame { id, module, offset } => enc.native_frame(id, module, offset),
-        }
-    }
-
     /// Writes `blocks` as a capture file (with a trailer when `complete`).
     fn capture_file(blocks: &[&[Record<'_>]], complete: bool) -> Vec<u8> {
         let mut w = CaptureFileWriter::new(Vec::new(), r#"{"tool":"memtape"}"#).unwrap();
         let mut enc = BlockEncoder::new();
         for block in blocks {
             for r in *block {
-                encode(&mut enc, r);
+                enc.record(r);
             }
             w.write_block(&enc.take()).unwrap();
         }

@@ -321,10 +321,12 @@ impl CacheLease {
     fn take(start: usize) -> Option<CacheLease> {
         (0..CACHE_SLOTS).find_map(|i| {
             let slot = &CACHES[(start + i) % CACHE_SLOTS];
+            // `then`, not `then_some`: a lease built for a slot that another thread holds
+            // would be dropped on the spot, and its drop frees that thread's slot.
             slot.busy
                 .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
-                .then_some(CacheLease(slot))
+                .then(|| CacheLease(slot))
         })
     }
 
@@ -473,6 +475,26 @@ pub(crate) fn capture_segments(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_slot_stays_busy_when_another_lease_is_taken() {
+        // Each take starts at the slot the first lease holds: it must skip the held slots
+        // and leave them held (other tests may hold slots meanwhile; they are skipped too).
+        let index = |l: &CacheLease| CACHES.iter().position(|s| std::ptr::eq(s, l.0));
+        let first = CacheLease::take(3).expect("a free slot");
+        let start = index(&first).expect("a slot of the pool");
+        let second = CacheLease::take(start).expect("a free slot");
+        let third = CacheLease::take(start).expect("a free slot");
+        let held = [index(&first), index(&second), index(&third)].map(Option::unwrap);
+        assert!(
+            held[0] != held[1] && held[1] != held[2] && held[0] != held[2],
+            "{held:?}"
+        );
+        for i in held {
+            assert!(CACHES[i].busy.load(Ordering::Acquire), "slot {i} was freed");
+        }
+        drop((first, second, third));
+    }
 
     #[test]
     fn eh_frame_pointer_encodings() {

@@ -12,7 +12,6 @@ import html
 import json
 import re
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import memtape._native as capture_api
 import nbformat
 import pytest
-from headless_chromium import ChromiumUnavailable, HeadlessChromium
+from headless_chromium import HeadlessChromium
 from memtape_cli import memtape, ok, within
 from nbclient import NotebookClient
 
@@ -304,18 +303,6 @@ new Promise((done) => {
   })();
 })
 """
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[HeadlessChromium]:
-    try:
-        chromium = HeadlessChromium()
-    except ChromiumUnavailable as exc:
-        pytest.fail(f"headless Chromium is required for the notebook output test: {exc}")
-    try:
-        yield chromium
-    finally:
-        chromium.close()
 
 
 def test_inline_report_shows_offline_without_errors(

@@ -31,9 +31,7 @@ import atexit
 import contextlib
 import json
 import os
-import platform
 import sys
-import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -117,28 +115,20 @@ def _exec_start_method() -> str:
 
 
 def _metadata(plan: FollowPlan, start_method: str, parent_pid: int) -> str:
-    from memtape import __version__
     from memtape._program import program_launcher_files
+    from memtape.capture_metadata import capture_metadata
 
-    return json.dumps(
-        {
-            "launcher_files": program_launcher_files(),
-            "tool": "memtape",
-            "tool_version": __version__,
-            "pid": os.getpid(),
-            "argv": list(sys.argv),
-            "command": "child",
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "start_time_ns": time.time_ns(),
-            "nframe": plan.nframe,
-            "min_size": plan.min_size,
-            "native_heap": plan.native_heap,
-            "run_id": plan.run_id,
-            "root_pid": plan.root_pid,
-            "parent_pid": parent_pid,
-            "start_method": start_method,
-        }
+    return capture_metadata(
+        command="child",
+        argv=list(sys.argv),
+        nframe=plan.nframe,
+        min_size=plan.min_size,
+        native_heap=plan.native_heap,
+        launcher_files=program_launcher_files(),
+        run_id=plan.run_id,
+        root_pid=plan.root_pid,
+        parent_pid=parent_pid,
+        start_method=start_method,
     )
 
 

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import pkgutil  # noqa: F401 - runpy.run_path imports it: loaded before the capture starts
-import platform
 import signal
 import sys
 import threading
-import time
 import traceback
 import uuid
 from dataclasses import dataclass
 from types import TracebackType
 
-from memtape import __version__, _child_capture, _mlx, _native
+from memtape import _child_capture, _mlx, _native
 from memtape._child_capture import FollowPlan
 from memtape._program import Program, prepare, program_launcher_files, run, split_program
+from memtape.capture_metadata import capture_metadata
 from memtape.cli.capture_file import refuse_overwrite
 from memtape.cli.run_end import CaptureEnd, ExitHooks, die_by_signal
 
@@ -138,24 +136,16 @@ def launcher_files(launcher: str) -> list[str]:
 def metadata(opts: RunOptions, launcher: str, plan: FollowPlan | None = None) -> str:
     """The capture header's metadata (with the run's id when children are followed)."""
     followed = {} if plan is None else {"run_id": plan.run_id, "root_pid": plan.root_pid}
-    return json.dumps(
-        {
-            **followed,
-            "launcher_files": launcher_files(launcher),
-            "tool": "memtape",
-            "tool_version": __version__,
-            "pid": os.getpid(),
-            "argv": opts.program.argv,
-            "command": opts.program.kind,
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "start_time_ns": time.time_ns(),
-            "nframe": opts.nframe,
-            "min_size": opts.min_size,
-            "native_heap": opts.native_heap,
-            "follow_children": opts.follow_children,
-            "native_stacks": opts.native_stacks,
-        }
+    return capture_metadata(
+        command=opts.program.kind,
+        argv=opts.program.argv,
+        nframe=opts.nframe,
+        min_size=opts.min_size,
+        native_heap=opts.native_heap,
+        launcher_files=launcher_files(launcher),
+        follow_children=opts.follow_children,
+        native_stacks=opts.native_stacks,
+        **followed,
     )
 
 

@@ -8,15 +8,12 @@ file name IPython generated for them."""
 
 from __future__ import annotations
 
-import json
-import os
-import platform
 import sys
-import time
 from dataclasses import dataclass
 
-from memtape import __version__, _native
+from memtape import _native
 from memtape._program import program_launcher_files
+from memtape.capture_metadata import capture_metadata
 
 #: Frames kept per stack below the magic, on top of the kernel's own (as ``memtape run``).
 NFRAME = 64
@@ -55,23 +52,14 @@ def _depth() -> int:
 
 def metadata(label: str, native_heap: bool, shown_files: dict[str, str]) -> str:
     """The capture header's metadata for a cell."""
-    nframe = NFRAME + _depth()
-    return json.dumps(
-        {
-            "launcher_files": [*program_launcher_files()[:1], *kernel_files()],
-            "file_names": shown_files,
-            "tool": "memtape",
-            "tool_version": __version__,
-            "pid": os.getpid(),
-            "argv": [label],
-            "command": "%%memtape",
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "start_time_ns": time.time_ns(),
-            "nframe": nframe,
-            "min_size": 0,
-            "native_heap": native_heap,
-        }
+    return capture_metadata(
+        command="%%memtape",
+        argv=[label],
+        nframe=NFRAME + _depth(),
+        min_size=0,
+        native_heap=native_heap,
+        launcher_files=[*program_launcher_files()[:1], *kernel_files()],
+        file_names=shown_files,
     )
 
 

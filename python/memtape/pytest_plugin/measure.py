@@ -8,7 +8,11 @@ import json
 import os
 from dataclasses import dataclass
 
-from memtape import __version__, _mlx, _native
+from memtape import _mlx, _native
+from memtape.capture_metadata import capture_metadata
+
+# Frames kept per stack: deep enough for a test's own code under pytest's.
+NFRAME = 64
 
 Frames = tuple[tuple[str, str, int], ...]  # (filename, function, line), innermost first
 
@@ -39,9 +43,15 @@ class Recording:
 
     def __init__(self, path: str, nodeid: str, phase: str, *, native: bool) -> None:
         self.path = path
-        meta = {"tool": "memtape", "tool_version": __version__, "pid": os.getpid()}
-        meta |= {"argv": [nodeid], "command": f"pytest {phase}", "nframe": 64}
-        _native._start_capture(path, json.dumps(meta), 0, native)
+        meta = capture_metadata(
+            command=f"pytest {phase}",
+            argv=[nodeid],
+            nframe=NFRAME,
+            min_size=0,
+            native_heap=native,
+            launcher_files=None,
+        )
+        _native._start_capture(path, meta, 0, native)
         _mlx.follow("pytest", True)
 
     def stop(self, sites: int, keep: bool) -> PhaseMemory:

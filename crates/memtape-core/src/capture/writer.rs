@@ -7,10 +7,11 @@ use super::format::{
     KIND_RECORDS, KIND_TRAILER, MAX_METADATA_LEN, MAX_PAYLOAD_LEN, MAX_RAW_LEN,
 };
 
-/// The zstd level of records blocks. Measured on 20 M events of a synthetic Python-like
-/// stream in blocks of 256 KiB raw (the `capture_size_and_speed` test): level 1 gives
-/// 1.91 bytes/event, 2 gives 1.84, 3 gives 1.74 for about the same time, 5 gives 1.71 for
-/// twice the time.
+/// The zstd level of records blocks. Chosen on format 2's records, 20 M events of a
+/// synthetic Python-like stream in blocks of 256 KiB raw (the `capture_size_and_speed`
+/// test): level 1 gave 1.91 bytes/event, 2 gave 1.84, 3 gave 1.74 for about the same time,
+/// 5 gave 1.71 for twice the time. Format 3 (back-references) kept it: alloc_heavy's
+/// 36 M real events take 0.22 bytes/event at level 3 (benchmarks/RESULTS.md, section 13).
 pub const ZSTD_LEVEL: i32 = 3;
 
 /// Writes a capture file to any [`Write`]: the header at creation, then one block per

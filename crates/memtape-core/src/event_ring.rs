@@ -81,6 +81,15 @@ impl EventRing {
         older.iter().chain(newer.iter())
     }
 
+    /// The kept events, oldest first, copied into a new vector (two block copies).
+    pub fn to_vec(&self) -> Vec<Event> {
+        let (newer, older) = self.events.split_at(self.head);
+        let mut events = Vec::with_capacity(self.events.len());
+        events.extend_from_slice(older);
+        events.extend_from_slice(newer);
+        events
+    }
+
     /// Forgets every event (the capacity stays).
     pub fn clear(&mut self) {
         self.events = Vec::new();
@@ -124,6 +133,8 @@ mod tests {
             vec![7, 8, 9, 10]
         );
         assert_eq!((r.len(), r.pushed(), r.dropped()), (4, 10, 6));
+        let copied: Vec<u64> = r.to_vec().iter().map(|e| e.addr).collect();
+        assert_eq!(copied, vec![7, 8, 9, 10]);
         r.clear();
         assert!(r.is_empty());
         r.push(ev(11));

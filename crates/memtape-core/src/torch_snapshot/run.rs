@@ -9,6 +9,7 @@ use super::host_segments::HostReplay;
 use super::schema::{trace_names, Schema};
 use super::segments::final_segments;
 use super::stats::TorchSnapshotStats;
+use super::TorchSnapshotWriter;
 use crate::memory_snapshot::MemorySnapshot;
 
 /// Bytes buffered before they are handed to the output.
@@ -25,18 +26,14 @@ pub(super) struct Run<'s, 'w, W: Write + ?Sized, E> {
 }
 
 impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
-    pub(super) fn new(
-        snapshot: &'s MemorySnapshot,
-        layout: DeviceLayout,
-        share_frames: bool,
-        out: &'w mut W,
-    ) -> Self {
+    pub(super) fn new(writer: &TorchSnapshotWriter<'s>, out: &'w mut W) -> Self {
+        let snapshot = writer.snapshot;
         Run {
             snapshot,
-            layout,
+            layout: writer.layout,
             out,
             buf: Vec::with_capacity(FLUSH_AT + 4096),
-            schema: Schema::new(snapshot, share_frames),
+            schema: Schema::new(snapshot, writer.share_frames, writer.copy_entries),
             stats: TorchSnapshotStats::default(),
         }
     }
@@ -62,6 +59,7 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
         self.flush()?;
         self.out.flush()?;
         self.stats.clamped_ints = self.schema.ints.clamped;
+        self.stats.copied_entries = self.schema.copied_entries();
         Ok(self.stats)
     }
 

@@ -8,6 +8,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::api::own_work::own_work;
+use crate::api::prefaulted;
 use crate::cpython::frame_resolve::{raw_frames, FrameResolver, HeldCodes};
 use crate::cpython::frames::RawFrame;
 use crate::intercept::{hooks, numpy_handler};
@@ -117,6 +118,14 @@ struct CopiedEvents {
 }
 
 fn copy_events(py: Python<'_>) -> CopiedEvents {
+    // Room for the events, its pages mapped before the lock is held for the copy (a
+    // recording still running may add some meanwhile: the vector then grows).
+    let kept = RECORDER
+        .lock()
+        .as_ref()
+        .and_then(|r| r.events.as_ref())
+        .map_or(0, |e| e.ring.len());
+    let mut events: Vec<Event> = prefaulted::with_capacity(kept);
     let guard = RECORDER.lock();
     let Some(rec) = guard.as_ref() else {
         return CopiedEvents {
@@ -128,9 +137,12 @@ fn copy_events(py: Python<'_>) -> CopiedEvents {
             _codes: HeldCodes::default(),
         };
     };
-    let (events, limit): (Vec<Event>, usize) = match rec.events.as_ref() {
-        Some(sink) => (sink.ring.to_vec(), sink.max_frames as usize),
-        None => (Vec::new(), 0),
+    let limit = match rec.events.as_ref() {
+        Some(sink) => {
+            sink.ring.copy_into(&mut events);
+            sink.max_frames as usize
+        }
+        None => 0,
     };
     let segments = rec.allocators.segments();
     let mut stacks = used_stacks(&events);

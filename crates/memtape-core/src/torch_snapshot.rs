@@ -91,6 +91,11 @@ impl<'a> TorchSnapshotWriter<'a> {
         self
     }
 
+    /// `(share_frames, copy_entries)`.
+    fn sharing(&self) -> (bool, bool) {
+        (self.share_frames, self.copy_entries)
+    }
+
     /// Which list each device's events go to.
     pub fn layout(&self) -> DeviceLayout {
         self.layout
@@ -104,13 +109,13 @@ impl<'a> TorchSnapshotWriter<'a> {
     /// Writes the snapshot as a protocol-4 pickle (what `torch.cuda.memory._dump_snapshot`
     /// writes, and what both `_memory_viz.py` and the web viewer read).
     pub fn write_pickle<W: Write + ?Sized>(&self, out: &mut W) -> io::Result<TorchSnapshotStats> {
-        Run::<W, Pickle>::new(self, out).write()
+        Run::<W, Pickle>::new(self.snapshot, self.layout, self.sharing(), out).write()
     }
 
     /// Writes the snapshot as compact JSON (UTF-8, one trailing newline). The web viewer
     /// accepts it; `_memory_viz.py` does not. Tuples become arrays.
     pub fn write_json<W: Write + ?Sized>(&self, out: &mut W) -> io::Result<TorchSnapshotStats> {
-        Run::<W, Json>::new(self, out).write()
+        Run::<W, Json>::new(self.snapshot, self.layout, self.sharing(), out).write()
     }
 }
 

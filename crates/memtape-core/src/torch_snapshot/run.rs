@@ -9,7 +9,6 @@ use super::host_segments::HostReplay;
 use super::schema::{trace_names, Schema};
 use super::segments::final_segments;
 use super::stats::TorchSnapshotStats;
-use super::TorchSnapshotWriter;
 use crate::memory_snapshot::MemorySnapshot;
 
 /// Bytes buffered before they are handed to the output.
@@ -26,14 +25,19 @@ pub(super) struct Run<'s, 'w, W: Write + ?Sized, E> {
 }
 
 impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
-    pub(super) fn new(writer: &TorchSnapshotWriter<'s>, out: &'w mut W) -> Self {
-        let snapshot = writer.snapshot;
+    /// `share_frames` and `copy_entries`: see [`Schema::new`].
+    pub(super) fn new(
+        snapshot: &'s MemorySnapshot,
+        layout: DeviceLayout,
+        (share_frames, copy_entries): (bool, bool),
+        out: &'w mut W,
+    ) -> Self {
         Run {
             snapshot,
-            layout: writer.layout,
+            layout,
             out,
             buf: Vec::with_capacity(FLUSH_AT + 4096),
-            schema: Schema::new(snapshot, writer.share_frames, writer.copy_entries),
+            schema: Schema::new(snapshot, share_frames, copy_entries),
             stats: TorchSnapshotStats::default(),
         }
     }

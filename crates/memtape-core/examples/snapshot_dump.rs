@@ -1,7 +1,7 @@
 //! Times the memory_viz pickle (and JSON) writer on the events `benchmarks/framework_api.py`
 //! dumps: 1,000,000 framework events (AllocNew / FreeActiveToOS pairs from two call sites
-//! 18 frames deep), written with shared frames to a file through a 1 MiB buffer, as
-//! `memtape.dump_snapshot` does.
+//! 18 frames deep), written with shared frames straight to a file (the writer hands it
+//! 64 KiB pieces), as `memtape.dump_snapshot` does.
 //!
 //! `cargo run --release -p memtape-core --example snapshot_dump -- [EVENTS] [OUT_PATH] [json]`
 
@@ -68,8 +68,8 @@ fn main() {
     let mut bytes = 0;
     for _ in 0..3 {
         let started = Instant::now();
-        let file = std::fs::File::create(&path).unwrap();
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        // No BufWriter: the writer hands the file 64 KiB pieces itself.
+        let mut out = std::fs::File::create(&path).unwrap();
         let writer = TorchSnapshotWriter::new(&snapshot).share_frames(true);
         let stats = if json {
             writer.write_json(&mut out).unwrap()

@@ -81,6 +81,14 @@ impl EventRing {
         older.iter().chain(newer.iter())
     }
 
+    /// Appends the kept events, oldest first, to `events` (two block copies).
+    pub fn copy_into(&self, events: &mut Vec<Event>) {
+        let (newer, older) = self.events.split_at(self.head);
+        events.reserve(self.events.len());
+        events.extend_from_slice(older);
+        events.extend_from_slice(newer);
+    }
+
     /// Forgets every event (the capacity stays).
     pub fn clear(&mut self) {
         self.events = Vec::new();
@@ -124,6 +132,10 @@ mod tests {
             vec![7, 8, 9, 10]
         );
         assert_eq!((r.len(), r.pushed(), r.dropped()), (4, 10, 6));
+        let mut copied = vec![ev(1)];
+        r.copy_into(&mut copied);
+        let copied: Vec<u64> = copied.iter().map(|e| e.addr).collect();
+        assert_eq!(copied, vec![1, 7, 8, 9, 10]);
         r.clear();
         assert!(r.is_empty());
         r.push(ev(11));

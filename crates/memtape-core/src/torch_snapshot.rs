@@ -28,6 +28,7 @@ mod frame_cache;
 mod framework_segments;
 mod host_segments;
 mod json;
+mod memo_entries;
 mod pickle;
 mod run;
 mod safe_ints;
@@ -58,6 +59,9 @@ pub struct TorchSnapshotWriter<'a> {
     snapshot: &'a MemorySnapshot,
     layout: DeviceLayout,
     share_frames: bool,
+    /// Whether entries may be copied from memoized pieces ([`memo_entries`]); tests turn
+    /// it off to compare with entries written key by key.
+    copy_entries: bool,
 }
 
 impl<'a> TorchSnapshotWriter<'a> {
@@ -67,6 +71,7 @@ impl<'a> TorchSnapshotWriter<'a> {
             snapshot,
             layout: DeviceLayout::of(snapshot),
             share_frames: false,
+            copy_entries: true,
         }
     }
 
@@ -77,6 +82,18 @@ impl<'a> TorchSnapshotWriter<'a> {
     pub fn share_frames(mut self, share: bool) -> Self {
         self.share_frames = share;
         self
+    }
+
+    /// Every entry written key by key, as before [`memo_entries`] (tests compare).
+    #[cfg(test)]
+    pub(crate) fn entries_key_by_key(mut self) -> Self {
+        self.copy_entries = false;
+        self
+    }
+
+    /// `(share_frames, copy_entries)`.
+    fn sharing(&self) -> (bool, bool) {
+        (self.share_frames, self.copy_entries)
     }
 
     /// Which list each device's events go to.
@@ -92,13 +109,13 @@ impl<'a> TorchSnapshotWriter<'a> {
     /// Writes the snapshot as a protocol-4 pickle (what `torch.cuda.memory._dump_snapshot`
     /// writes, and what both `_memory_viz.py` and the web viewer read).
     pub fn write_pickle<W: Write + ?Sized>(&self, out: &mut W) -> io::Result<TorchSnapshotStats> {
-        Run::<W, Pickle>::new(self.snapshot, self.layout, self.share_frames, out).write()
+        Run::<W, Pickle>::new(self.snapshot, self.layout, self.sharing(), out).write()
     }
 
     /// Writes the snapshot as compact JSON (UTF-8, one trailing newline). The web viewer
     /// accepts it; `_memory_viz.py` does not. Tuples become arrays.
     pub fn write_json<W: Write + ?Sized>(&self, out: &mut W) -> io::Result<TorchSnapshotStats> {
-        Run::<W, Json>::new(self.snapshot, self.layout, self.share_frames, out).write()
+        Run::<W, Json>::new(self.snapshot, self.layout, self.sharing(), out).write()
     }
 }
 

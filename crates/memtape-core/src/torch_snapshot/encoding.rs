@@ -4,6 +4,9 @@
 
 use std::marker::PhantomData;
 
+/// The most bytes [`Encoding::int_into`] writes.
+pub(super) const INT_BYTES: usize = 10;
+
 /// How values are spelled. Containers take the index of each item (or key) so that the
 /// pickle can batch and JSON can place commas.
 pub(super) trait Encoding {
@@ -18,6 +21,12 @@ pub(super) trait Encoding {
     fn list_item(out: &mut Vec<u8>, index: usize);
     fn list_end(out: &mut Vec<u8>, len: usize);
     fn int(out: &mut Vec<u8>, value: i64);
+    /// `value` as [`Encoding::int`] writes it, into the start of `out`; returns how many
+    /// bytes of `out` it is (the rest of `out` may be overwritten). Only called when
+    /// [`Encoding::HAS_MEMO`] (by [`MemoEntries`](super::memo_entries::MemoEntries)).
+    fn int_into(_out: &mut [u8; INT_BYTES], _value: i64) -> usize {
+        unreachable!("only memo entries write ints into arrays");
+    }
     fn str(out: &mut Vec<u8>, value: &str);
     fn bool(out: &mut Vec<u8>, value: bool);
     /// A 2-tuple of ints.

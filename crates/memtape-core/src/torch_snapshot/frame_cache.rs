@@ -112,6 +112,23 @@ impl FrameCache {
         }
     }
 
+    /// The memo index of `name`, once written.
+    pub(super) fn name_memo(&self, name: Name) -> Option<u32> {
+        let index = self.names[name as usize];
+        (self.share && index != u32::MAX).then_some(index)
+    }
+
+    /// The memo index of op `op`'s name, once written.
+    pub(super) fn op_memo(&self, op: usize) -> Option<u32> {
+        let index = *self.op_names.get(op)?;
+        (self.share && index != u32::MAX).then_some(index)
+    }
+
+    /// The memo index of the frames list of `slot`, once written.
+    pub(super) fn frames_memo(&self, slot: usize) -> Option<u32> {
+        self.cached[slot].memo
+    }
+
     /// The cache slot of `stack`'s frames, or None when it has none (an empty range).
     pub(super) fn slot<E: Encoding>(
         &mut self,

@@ -7,7 +7,7 @@
 //! is therefore replayed from the trace (a buffer it first sees freed or reused was
 //! allocated before it); buffers it never touches keep the allocator's state.
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 use crate::event::{Action, Event};
 use crate::memory_snapshot::{MemorySnapshot, SegmentState};
@@ -15,8 +15,9 @@ use crate::memory_snapshot::{MemorySnapshot, SegmentState};
 /// Replays the events of one device, buffer by buffer.
 pub(super) struct FrameworkReplay {
     device: i32,
-    buffers: FxHashMap<u64, SegmentState>,
-    touched: FxHashSet<u64>,
+    /// Every address the trace touched: its buffer where the trace leaves it, None when
+    /// freed (one map, so one lookup per event).
+    buffers: FxHashMap<u64, Option<SegmentState>>,
 }
 
 impl FrameworkReplay {
@@ -25,13 +26,11 @@ impl FrameworkReplay {
         FrameworkReplay {
             device,
             buffers: FxHashMap::default(),
-            touched: FxHashSet::default(),
         }
     }
 
     /// Applies one event of this device.
     pub(super) fn step(&mut self, event: &Event) {
-        self.touched.insert(event.addr);
         let handed_out = SegmentState {
             device: self.device,
             addr: event.addr,
@@ -42,24 +41,24 @@ impl FrameworkReplay {
             stack: event.stack,
             op: event.op,
         };
+        let buffer = self.buffers.entry(event.addr).or_insert(None);
         match event.action {
             Action::AllocNew | Action::AllocMakeBuffer | Action::Alloc => {
-                self.buffers.insert(event.addr, handed_out);
+                *buffer = Some(handed_out);
             }
             Action::AllocReuse => {
-                let buffer = self.buffers.entry(event.addr).or_insert(handed_out.clone());
-                *buffer = SegmentState {
-                    size: buffer.size,
-                    requested_size: handed_out.requested_size.min(buffer.size),
+                let reused = buffer.get_or_insert_with(|| handed_out.clone());
+                *reused = SegmentState {
+                    size: reused.size,
+                    requested_size: handed_out.requested_size.min(reused.size),
                     ..handed_out
                 };
             }
             Action::FreeActiveToCache => {
-                let buffer = self.buffers.entry(event.addr).or_insert(handed_out);
-                buffer.active = false;
+                buffer.get_or_insert(handed_out).active = false;
             }
             Action::FreeActiveToOs | Action::Release | Action::FreeCacheToOs | Action::Free => {
-                self.buffers.remove(&event.addr);
+                *buffer = None;
             }
         }
     }
@@ -70,8 +69,13 @@ impl FrameworkReplay {
         let untouched = snapshot
             .segments
             .iter()
-            .filter(|s| s.device == self.device && !self.touched.contains(&s.addr))
+            .filter(|s| s.device == self.device && !self.buffers.contains_key(&s.addr))
             .cloned();
-        self.buffers.into_values().chain(untouched).collect()
+        let untouched: Vec<SegmentState> = untouched.collect();
+        self.buffers
+            .into_values()
+            .flatten()
+            .chain(untouched)
+            .collect()
     }
 }

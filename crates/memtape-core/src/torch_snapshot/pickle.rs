@@ -1,6 +1,6 @@
 //! The pickle encoding: protocol 4, no FRAME, the memo only for shared values.
 
-use super::encoding::Encoding;
+use super::encoding::{Encoding, INT_BYTES};
 
 /// Items per `MARK ... APPENDS` (and pairs per `MARK ... SETITEMS`), as Python's pickler
 /// batches them; the viewer's `arr.push(...items)` overflows the stack on huge batches.
@@ -71,24 +71,34 @@ impl Encoding for Pickle {
     }
 
     fn int(out: &mut Vec<u8>, value: i64) {
+        let mut bytes = [0; INT_BYTES];
+        let len = Self::int_into(&mut bytes, value);
+        out.extend_from_slice(&bytes[..len]);
+    }
+
+    fn int_into(out: &mut [u8; INT_BYTES], value: i64) -> usize {
         if let Ok(small) = u8::try_from(value) {
-            out.extend_from_slice(&[op::BININT1, small]);
+            out[0] = op::BININT1;
+            out[1] = small;
+            2
         } else if let Ok(medium) = u16::try_from(value) {
-            out.push(op::BININT2);
-            out.extend_from_slice(&medium.to_le_bytes());
+            out[0] = op::BININT2;
+            out[1..3].copy_from_slice(&medium.to_le_bytes());
+            3
         } else if let Ok(word) = i32::try_from(value) {
-            out.push(op::BININT);
-            out.extend_from_slice(&word.to_le_bytes());
+            out[0] = op::BININT;
+            out[1..5].copy_from_slice(&word.to_le_bytes());
+            5
         } else {
             // Two's complement, little-endian, in the fewest bytes that keep the sign: the
             // value's significant bits plus a sign bit (at most 8 bytes for an i64).
             let significant = 64 - if value < 0 { !value } else { value }.leading_zeros();
             let len = (significant as usize + 1).div_ceil(8);
-            let at = out.len();
-            out.extend_from_slice(&[op::LONG1, len as u8]);
-            // Eight bytes at once (one store, no copy loop), then drop the redundant ones.
-            out.extend_from_slice(&value.to_le_bytes());
-            out.truncate(at + 2 + len);
+            out[0] = op::LONG1;
+            out[1] = len as u8;
+            // Eight bytes at once (one store, no copy loop); the caller keeps `2 + len`.
+            out[2..10].copy_from_slice(&value.to_le_bytes());
+            2 + len
         }
     }
 

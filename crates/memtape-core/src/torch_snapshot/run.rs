@@ -25,10 +25,11 @@ pub(super) struct Run<'s, 'w, W: Write + ?Sized, E> {
 }
 
 impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
+    /// `share_frames` and `copy_entries`: see [`Schema::new`].
     pub(super) fn new(
         snapshot: &'s MemorySnapshot,
         layout: DeviceLayout,
-        share_frames: bool,
+        (share_frames, copy_entries): (bool, bool),
         out: &'w mut W,
     ) -> Self {
         Run {
@@ -36,7 +37,7 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
             layout,
             out,
             buf: Vec::with_capacity(FLUSH_AT + 4096),
-            schema: Schema::new(snapshot, share_frames),
+            schema: Schema::new(snapshot, share_frames, copy_entries),
             stats: TorchSnapshotStats::default(),
         }
     }
@@ -62,6 +63,7 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
         self.flush()?;
         self.out.flush()?;
         self.stats.clamped_ints = self.schema.ints.clamped;
+        self.stats.copied_entries = self.schema.copied_entries();
         Ok(self.stats)
     }
 
@@ -111,20 +113,26 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
         for slot in 0..slots {
             starts[slot + 1] += starts[slot];
         }
-        let mut order = vec![0usize; snapshot.events.len()];
-        let mut next = starts.clone();
-        for (index, event) in snapshot.events.iter().enumerate() {
-            let slot = self.layout.slot(event.device);
-            order[next[slot]] = index;
-            next[slot] += 1;
-        }
+        // With one list (one device, the usual case) the order is the events' own: no
+        // array (at a million events it would be 8 MB of fresh pages).
+        let order = (slots > 1).then(|| {
+            let mut order = vec![0usize; snapshot.events.len()];
+            let mut next = starts.clone();
+            for (index, event) in snapshot.events.iter().enumerate() {
+                let slot = self.layout.slot(event.device);
+                order[next[slot]] = index;
+                next[slot] += 1;
+            }
+            order
+        });
 
         let mut traces = List::<E>::begin(&mut self.buf);
         for slot in 0..slots {
             traces.item(&mut self.buf);
             let mut trace = List::<E>::begin(&mut self.buf);
             let mut host = (Some(slot) == self.layout.host_index).then(HostReplay::default);
-            for &index in &order[starts[slot]..starts[slot + 1]] {
+            for at in starts[slot]..starts[slot + 1] {
+                let index = order.as_ref().map_or(at, |order| order[at]);
                 let event = &snapshot.events[index];
                 match host.as_mut() {
                     Some(replay) => {

@@ -6,10 +6,12 @@ use std::marker::PhantomData;
 use super::encoding::{Dict, Encoding, List};
 use super::frame_cache::FrameCache;
 use super::host_segments::{segment_size, HostStep};
+use super::memo_entries::{EntryInts, MemoEntries};
 use super::safe_ints::SafeInts;
 use super::shared_names::Name;
 use crate::event::{Action, Event};
 use crate::memory_snapshot::{MemorySnapshot, SegmentState};
+use crate::stack_table::StackId;
 
 /// The memory_viz trace actions one memtape [`Action`] becomes, in order.
 ///
@@ -52,6 +54,8 @@ pub(super) fn trace_names(action: Action) -> &'static [Name] {
 pub(super) struct Schema<'s, E> {
     snapshot: &'s MemorySnapshot,
     frames: FrameCache,
+    /// Entries copied from memoized pieces (shared frames in a pickle only).
+    entries: Option<MemoEntries<E>>,
     /// Encoded op names by op id (index 0 and unknown ids: no op).
     op_strings: Vec<Vec<u8>>,
     /// Whether entries carry `category`: see
@@ -62,19 +66,28 @@ pub(super) struct Schema<'s, E> {
 }
 
 impl<'s, E: Encoding> Schema<'s, E> {
-    pub(super) fn new(snapshot: &'s MemorySnapshot, share_frames: bool) -> Self {
+    /// `copy_entries`: whether entries may be copied from memoized pieces (with
+    /// `share_frames`, in a pickle).
+    pub(super) fn new(
+        snapshot: &'s MemorySnapshot,
+        share_frames: bool,
+        copy_entries: bool,
+    ) -> Self {
         let encoded = |value: &str| {
             let mut bytes = Vec::with_capacity(value.len() + 2);
             E::str(&mut bytes, value);
             bytes
         };
+        let categories = snapshot
+            .events
+            .iter()
+            .any(|event| !matches!(snapshot.op_name(event.op), Some(name) if name != "unknown"));
         Schema {
             snapshot,
             frames: FrameCache::new(share_frames),
+            entries: MemoEntries::new(share_frames && copy_entries, categories),
             op_strings: snapshot.op_names.iter().map(|name| encoded(name)).collect(),
-            categories: snapshot.events.iter().any(
-                |event| !matches!(snapshot.op_name(event.op), Some(name) if name != "unknown"),
-            ),
+            categories,
             ints: SafeInts::default(),
             encoding: PhantomData,
         }
@@ -83,6 +96,11 @@ impl<'s, E: Encoding> Schema<'s, E> {
     /// Whether entries carry `category`.
     pub(super) fn categories(&self) -> bool {
         self.categories
+    }
+
+    /// Entries copied from memoized pieces so far.
+    pub(super) fn copied_entries(&self) -> u64 {
+        self.entries.as_ref().map_or(0, |entries| entries.copied)
     }
 
     pub(super) fn write_segment(&mut self, out: &mut Vec<u8>, segment: &SegmentState) {
@@ -184,6 +202,7 @@ impl<'s, E: Encoding> Schema<'s, E> {
         }
     }
 
+    #[inline]
     pub(super) fn write_entry(
         &mut self,
         out: &mut Vec<u8>,
@@ -191,13 +210,33 @@ impl<'s, E: Encoding> Schema<'s, E> {
         event: &Event,
         size: u64,
     ) {
-        let addr = self.ints.masked(event.addr);
-        let size = self.ints.saturated(size);
-        let stream = self.ints.masked(event.stream);
-        let time_us = self.ints.saturated(event.time_ns / 1000);
+        let ints = [
+            self.ints.masked(event.addr),
+            self.ints.saturated(size),
+            self.ints.masked(event.stream),
+            self.ints.saturated(event.time_ns / 1000),
+        ];
         let op = event.op as usize;
         let op = (op != 0 && op < self.op_strings.len()).then_some(op);
+        if let Some(entries) = self.entries.as_mut() {
+            let (snapshot, cache) = (self.snapshot, &mut self.frames);
+            if entries.write(out, cache, snapshot, action, op, event.stack, ints) {
+                return;
+            }
+        }
+        self.write_entry_dict(out, action, ints, op, event.stack);
+    }
 
+    /// The entry written key by key (memoizing its strings when frames are shared).
+    #[inline(never)]
+    fn write_entry_dict(
+        &mut self,
+        out: &mut Vec<u8>,
+        action: Name,
+        [addr, size, stream, time_us]: EntryInts,
+        op: Option<usize>,
+        stack: StackId,
+    ) {
         let memo = &mut self.frames;
         let mut dict = Dict::<E>::begin(out);
         memo.key(&mut dict, out, Name::Action);
@@ -224,7 +263,7 @@ impl<'s, E: Encoding> Schema<'s, E> {
                 None => memo.string::<E>(out, Name::Unknown),
             }
         }
-        if let Some(slot) = memo.slot::<E>(self.snapshot, event.stack) {
+        if let Some(slot) = memo.slot::<E>(self.snapshot, stack) {
             memo.key(&mut dict, out, Name::Frames);
             memo.write::<E>(out, slot);
         }

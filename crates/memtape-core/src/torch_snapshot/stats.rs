@@ -18,6 +18,9 @@ pub struct TorchSnapshotStats {
     /// Whether entries carry `category`. It is left out when no entry would be
     /// `'unknown'`: MemoryViz.js throws on categories without an `'unknown'` one.
     pub categories: bool,
+    /// Trace entries copied from memoized pieces (shared frames in a pickle: every entry
+    /// after the first use of its action, op and stack).
+    pub copied_entries: u64,
     /// Bytes handed to the output.
     pub bytes_written: u64,
 }

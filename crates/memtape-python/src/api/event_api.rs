@@ -8,6 +8,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::api::own_work::own_work;
+use crate::api::prefaulted;
 use crate::cpython::frame_resolve::{raw_frames, FrameResolver, HeldCodes};
 use crate::cpython::frames::RawFrame;
 use crate::intercept::{hooks, numpy_handler};
@@ -117,6 +118,14 @@ struct CopiedEvents {
 }
 
 fn copy_events(py: Python<'_>) -> CopiedEvents {
+    // Room for the events, its pages mapped before the lock is held for the copy (a
+    // recording still running may add some meanwhile: the vector then grows).
+    let kept = RECORDER
+        .lock()
+        .as_ref()
+        .and_then(|r| r.events.as_ref())
+        .map_or(0, |e| e.ring.len());
+    let mut events: Vec<Event> = prefaulted::with_capacity(kept);
     let guard = RECORDER.lock();
     let Some(rec) = guard.as_ref() else {
         return CopiedEvents {
@@ -128,15 +137,15 @@ fn copy_events(py: Python<'_>) -> CopiedEvents {
             _codes: HeldCodes::default(),
         };
     };
-    let (events, limit): (Vec<Event>, usize) = match rec.events.as_ref() {
-        Some(sink) => (
-            sink.ring.iter().copied().collect(),
-            sink.max_frames as usize,
-        ),
-        None => (Vec::new(), 0),
+    let limit = match rec.events.as_ref() {
+        Some(sink) => {
+            sink.ring.copy_into(&mut events);
+            sink.max_frames as usize
+        }
+        None => 0,
     };
     let segments = rec.allocators.segments();
-    let mut stacks: FxHashSet<StackId> = events.iter().map(|e| e.stack).collect();
+    let mut stacks = used_stacks(&events);
     stacks.extend(segments.iter().filter(|s| s.active).map(|s| s.stack));
     let raw: FxHashMap<StackId, Vec<RawFrame>> = stacks
         .iter()
@@ -153,6 +162,23 @@ fn copy_events(py: Python<'_>) -> CopiedEvents {
         raw,
         _codes: codes,
     }
+}
+
+/// The stacks `events` use. Most events repeat a stack seen a few events before: a
+/// small direct-mapped table of the stacks seen last skips most set insertions (this
+/// runs under the recorder's lock).
+fn used_stacks(events: &[Event]) -> FxHashSet<StackId> {
+    const RECENT: usize = 64;
+    let mut recent = [StackId::MAX; RECENT];
+    let mut stacks = FxHashSet::default();
+    for event in events {
+        let seen = &mut recent[event.stack as usize % RECENT];
+        if *seen != event.stack {
+            *seen = event.stack;
+            stacks.insert(event.stack);
+        }
+    }
+    stacks
 }
 
 /// The recorded events with resolved frames (innermost first), plus allocator segments.
@@ -319,7 +345,6 @@ fn write_snapshot(
     format: &str,
     events: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(u64, Option<usize>)> {
-    use std::io::Write;
     let json = match format {
         "pickle" => false,
         "json" => true,
@@ -334,16 +359,15 @@ fn write_snapshot(
         None => memory_snapshot(py),
     };
     let write = || -> std::io::Result<memtape_core::TorchSnapshotStats> {
-        let file = std::fs::File::create(path)?;
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        // No BufWriter: the writer hands the file 64 KiB pieces itself (a buffer would
+        // only copy every byte once more).
+        let mut out = std::fs::File::create(path)?;
         let writer = memtape_core::TorchSnapshotWriter::new(&snapshot).share_frames(true);
-        let stats = if json {
-            writer.write_json(&mut out)?
+        if json {
+            writer.write_json(&mut out)
         } else {
-            writer.write_pickle(&mut out)?
-        };
-        out.flush()?;
-        Ok(stats)
+            writer.write_pickle(&mut out)
+        }
     };
     let stats = py.allow_threads(write).map_err(|e| {
         pyo3::exceptions::PyOSError::new_err(format!("cannot write {}: {e}", path.display()))

@@ -10,6 +10,7 @@ pub(crate) mod event_api;
 pub(crate) mod framework_api;
 pub(crate) mod mlx_api;
 pub(crate) mod own_work;
+pub(crate) mod prefaulted;
 pub(crate) mod report_api;
 pub(crate) mod trace_set_py;
 pub(crate) mod tracemalloc_api;

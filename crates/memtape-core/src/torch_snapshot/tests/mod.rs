@@ -3,6 +3,7 @@
 
 mod encoding_tests;
 mod fixtures;
+mod memo_entry_tests;
 mod pickle_decoder;
 mod python_tests;
 mod segment_tests;

@@ -32,21 +32,11 @@ struct Chunk {
 }
 
 /// Small, granule-aligned blocks of domain 0.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct ChunkedTable {
     index: ChunkIndex,
     chunks: Vec<Chunk>,
     len: usize,
-}
-
-impl Default for ChunkedTable {
-    fn default() -> Self {
-        Self {
-            index: ChunkIndex::default(),
-            chunks: Vec::new(),
-            len: 0,
-        }
-    }
 }
 
 /// Whether an address starts a granule (only those have a slot here).

@@ -20,21 +20,11 @@ enum Slots {
 }
 
 /// Small, granule-aligned blocks by address, each as a [`Packed`] value.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct SmallBlocks {
     index: ChunkIndex,
     chunks: Vec<Slots>,
     palette: SlotPalette,
-}
-
-impl Default for SmallBlocks {
-    fn default() -> Self {
-        Self {
-            index: ChunkIndex::default(),
-            chunks: Vec::new(),
-            palette: SlotPalette::default(),
-        }
-    }
 }
 
 /// Memory for a chunk's slots could not be had.

@@ -3,8 +3,7 @@
 //! Consecutive small allocations come from the same allocator pool, so their slots share
 //! cache lines; a hash table would scatter them and pay a cache miss per operation.
 
-use rustc_hash::FxHashMap;
-
+use crate::chunk_index::ChunkIndex;
 use crate::live_entry::TableFull;
 use crate::stack_table::StackId;
 
@@ -12,7 +11,7 @@ use crate::stack_table::StackId;
 pub(crate) const GRANULE_SHIFT: u32 = 4;
 /// Chunk: 64 KiB of address space, 4096 slots.
 const CHUNK_SHIFT: u32 = 16;
-const SLOTS_PER_CHUNK: usize = 1 << (CHUNK_SHIFT - GRANULE_SHIFT);
+pub(crate) const SLOTS_PER_CHUNK: usize = 1 << (CHUNK_SHIFT - GRANULE_SHIFT);
 /// Largest block kept here (pymalloc's small-request threshold).
 pub(crate) const MAX_SMALL_SIZE: u64 = 512;
 
@@ -32,31 +31,12 @@ struct Chunk {
     slots: Box<[Slot]>,
 }
 
-/// Entries of [`ChunkedTable`]'s cache of recently used chunks.
-const RECENT: usize = 64;
-/// A cache entry that matches no chunk key (keys are addresses shifted right).
-const NO_KEY: u64 = u64::MAX;
-
 /// Small, granule-aligned blocks of domain 0.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct ChunkedTable {
-    index: FxHashMap<u64, u32>,
+    index: ChunkIndex,
     chunks: Vec<Chunk>,
-    /// Recently used chunks, direct-mapped by key: frees of old blocks spread over a few
-    /// dozen chunks, which a single last-used entry kept missing.
-    recent: Box<[(u64, u32); RECENT]>,
     len: usize,
-}
-
-impl Default for ChunkedTable {
-    fn default() -> Self {
-        Self {
-            index: FxHashMap::default(),
-            chunks: Vec::new(),
-            recent: Box::new([(NO_KEY, 0); RECENT]),
-            len: 0,
-        }
-    }
 }
 
 /// Whether an address starts a granule (only those have a slot here).
@@ -71,8 +51,9 @@ pub(crate) fn is_small(addr: u64, size: u64) -> bool {
     size <= MAX_SMALL_SIZE && is_granule(addr)
 }
 
+/// `(chunk key, slot in the chunk)` of an address.
 #[inline]
-fn split(addr: u64) -> (u64, usize) {
+pub(crate) fn split(addr: u64) -> (u64, usize) {
     (
         addr >> CHUNK_SHIFT,
         ((addr >> GRANULE_SHIFT) as usize) & (SLOTS_PER_CHUNK - 1),
@@ -89,26 +70,12 @@ impl ChunkedTable {
             + self.index.capacity() * 16
     }
 
-    #[inline]
-    fn chunk_of(&mut self, key: u64) -> Option<u32> {
-        let entry = &mut self.recent[key as usize % RECENT];
-        if entry.0 == key {
-            return Some(entry.1);
-        }
-        let i = *self.index.get(&key)?;
-        *entry = (key, i);
-        Some(i)
-    }
-
     /// `(size, stack)` of a live block (`addr` must start a granule).
     #[inline]
     pub(crate) fn get(&self, addr: u64) -> Option<(u64, StackId)> {
         debug_assert!(is_granule(addr));
         let (key, slot) = split(addr);
-        let i = match self.recent[key as usize % RECENT] {
-            (k, i) if k == key => i,
-            _ => *self.index.get(&key)?,
-        };
+        let i = self.index.peek(key)?;
         let s = self.chunks[i as usize].slots[slot];
         (s.size_plus_one != 0).then(|| (u64::from(s.size_plus_one - 1), s.stack))
     }
@@ -137,7 +104,7 @@ impl ChunkedTable {
     ) -> Result<Option<(u64, StackId, u16)>, TableFull> {
         debug_assert!(is_small(addr, size));
         let (key, slot) = split(addr);
-        let i = match self.chunk_of(key) {
+        let i = match self.index.get(key) {
             Some(i) => i,
             None => self.new_chunk(key)?,
         };
@@ -170,7 +137,7 @@ impl ChunkedTable {
     pub(crate) fn remove_tagged(&mut self, addr: u64) -> Option<(u64, StackId, u16)> {
         debug_assert!(is_granule(addr));
         let (key, slot) = split(addr);
-        let i = self.chunk_of(key)?;
+        let i = self.index.get(key)?;
         let chunk = &mut self.chunks[i as usize];
         let old = std::mem::take(&mut chunk.slots[slot]);
         if old.size_plus_one == 0 {
@@ -179,15 +146,6 @@ impl ChunkedTable {
         chunk.live -= 1;
         self.len -= 1;
         Some((u64::from(old.size_plus_one - 1), old.stack, old.tag))
-    }
-
-    /// Every live block as `(size, stack, tag)`.
-    pub(crate) fn iter_tagged(&self) -> impl Iterator<Item = (u64, StackId, u16)> + '_ {
-        self.chunks
-            .iter()
-            .filter(|c| c.live > 0)
-            .flat_map(|c| c.slots.iter().filter(|s| s.size_plus_one != 0))
-            .map(|s| (u64::from(s.size_plus_one - 1), s.stack, s.tag))
     }
 
     /// Every live block as `(addr, size, stack)`, in address order within a chunk.
@@ -221,7 +179,6 @@ impl ChunkedTable {
             slots: slots.into_boxed_slice(),
         });
         self.index.insert(key, i);
-        self.recent[key as usize % RECENT] = (key, i);
         Ok(i)
     }
 }
@@ -253,9 +210,9 @@ mod tests {
         assert_eq!(t.insert_tagged(0x10_0000, 512, 1, 7), Ok(None));
         assert_eq!(t.insert_tagged(0x10_0000, 16, 2, 9), Ok(Some((512, 1, 7))));
         assert_eq!(t.insert_tagged(0x10_0020, 0, 3, u16::MAX), Ok(None));
-        let mut all: Vec<_> = t.iter_tagged().collect();
+        let mut all: Vec<_> = t.iter().collect();
         all.sort_unstable();
-        assert_eq!(all, vec![(0, 3, u16::MAX), (16, 2, 9)]);
+        assert_eq!(all, vec![(0x10_0000, 16, 2), (0x10_0020, 0, 3)]);
         assert_eq!(t.remove_tagged(0x10_0000), Some((16, 2, 9)));
         assert_eq!(t.remove(0x10_0020), Some((0, 3)));
     }

@@ -12,6 +12,7 @@ mod address_table;
 pub mod allocator_state;
 pub mod cache_mirror;
 pub mod capture;
+mod chunk_index;
 mod chunked_table;
 pub mod event;
 pub mod event_ring;

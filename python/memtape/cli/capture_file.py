@@ -55,7 +55,10 @@ def open_capture(command: str, path: str, moments: Sequence[str] = ()) -> _nativ
     progress = Progress(f"reading {path}")
     try:
         capture = _native.analyze_capture(
-            path, moments=list(moments), progress=progress, time_window=command == "report"
+            path,
+            moments=list(moments),
+            progress=progress if progress.enabled else None,
+            time_window=command == "report",
         )
     except _native.CaptureFileError as exc:
         fail(command, str(exc))

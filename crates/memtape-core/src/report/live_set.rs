@@ -1,7 +1,7 @@
 //! The replay's live set: `(domain, address) -> (size, stack slot, time bucket)`.
 //!
-//! Small granule-aligned blocks of domain 0 (pymalloc's objects, the bulk) sit in the
-//! [`ChunkedTable`] by address; every other block in a hash map per domain. A block can
+//! Small granule-aligned blocks of domain 0 (pymalloc's objects, the bulk) sit in
+//! [`SmallBlocks`] by address; every other block in a hash map per domain. A block can
 //! move between the two when an address is reused with another size, so an insert must
 //! also clear the other table; for small inserts, a counter per 64 KiB region of how many
 //! domain-0 blocks the hash map holds there skips that lookup in the common case (small
@@ -9,7 +9,9 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::chunked_table::{is_granule, is_small, ChunkedTable};
+use super::slot_palette::{pack, unpack};
+use super::small_blocks::SmallBlocks;
+use crate::chunked_table::{is_granule, is_small};
 
 /// `(size, stack slot, time bucket id)` of a block (see [`super::bucket_clock`]).
 pub(crate) type Block = (u64, u32, u16);
@@ -28,7 +30,7 @@ pub(crate) struct NotTracked;
 
 #[derive(Debug)]
 pub(crate) struct LiveSet {
-    small: ChunkedTable,
+    small: SmallBlocks,
     /// Domain-0 blocks that are not small.
     big: FxHashMap<u64, Block>,
     /// Domain-0 blocks in `big` per region (regions alias modulo the counter count).
@@ -40,7 +42,7 @@ pub(crate) struct LiveSet {
 impl Default for LiveSet {
     fn default() -> Self {
         Self {
-            small: ChunkedTable::default(),
+            small: SmallBlocks::default(),
             big: FxHashMap::default(),
             big_per_region: vec![0; REGION_COUNTERS],
             domains: Vec::new(),
@@ -88,16 +90,16 @@ impl LiveSet {
         if is_small(addr, block.0) {
             let old = self
                 .small
-                .insert_tagged(addr, block.0, block.1, block.2)
+                .insert(addr, pack(block.0, block.1, block.2))
                 .map_err(|_| NotTracked)?;
-            return Ok(old.or_else(|| self.remove_big(addr)));
+            return Ok(old.map(unpack).or_else(|| self.remove_big(addr)));
         }
         let old = match self.big.insert(addr, block) {
             Some(old) => Some(old),
             None => {
                 self.big_per_region[region(addr)] += 1;
                 if is_granule(addr) {
-                    self.small.remove_tagged(addr)
+                    self.small.remove(addr).map(unpack)
                 } else {
                     None
                 }
@@ -109,7 +111,8 @@ impl LiveSet {
     /// Every live block, in no particular order.
     pub(crate) fn blocks(&self) -> impl Iterator<Item = Block> + '_ {
         self.small
-            .iter_tagged()
+            .values()
+            .map(unpack)
             .chain(self.big.values().copied())
             .chain(self.domains.iter().flat_map(|(_, b)| b.values().copied()))
     }
@@ -126,7 +129,7 @@ impl LiveSet {
         match domain {
             Some(0) | None => {
                 let found = if is_granule(addr) {
-                    self.small.remove_tagged(addr)
+                    self.small.remove(addr).map(unpack)
                 } else {
                     None
                 };

@@ -31,6 +31,8 @@ mod replay;
 mod run_info;
 mod series;
 mod sites;
+mod slot_palette;
+mod small_blocks;
 mod symbols;
 mod text;
 mod ticks;

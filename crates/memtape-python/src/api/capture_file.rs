@@ -58,6 +58,10 @@ pub(super) fn open(path: &Path) -> PyResult<(FileReader, Arc<AtomicU64>, u64)> {
     Ok((reader, read, size))
 }
 
+/// Records between two looks at the clock for the progress bar: reading the clock for
+/// every record took 40 % of `memtape stats` (a vDSO call is about 20 ns, a record 30).
+const RECORDS_PER_CLOCK_READ: u32 = 4096;
+
 /// Reads every record of `path` into `f` without the GIL, calling `progress(read, total)`
 /// (with the GIL) at most every 100 ms.
 pub(super) fn stream(
@@ -70,10 +74,19 @@ pub(super) fn stream(
     let metadata = reader.metadata_json().to_owned();
     let progress: Option<Py<PyAny>> = progress.map(|p| p.clone().unbind());
     let mut last = Instant::now();
+    let mut until_clock = RECORDS_PER_CLOCK_READ;
     let summary = py.allow_threads(|| {
         reader.for_each_record(|r| {
             f(&r);
-            if progress.is_some() && last.elapsed() >= Duration::from_millis(100) {
+            if progress.is_none() {
+                return;
+            }
+            until_clock -= 1;
+            if until_clock > 0 {
+                return;
+            }
+            until_clock = RECORDS_PER_CLOCK_READ;
+            if last.elapsed() >= Duration::from_millis(100) {
                 last = Instant::now();
                 let done = read.load(Ordering::Relaxed);
                 if let Some(p) = &progress {

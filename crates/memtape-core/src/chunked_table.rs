@@ -29,7 +29,8 @@ struct Slot {
 struct Chunk {
     base: u64,
     live: u32,
-    slots: Box<[Slot]>,
+    /// A fixed-size array: a slot index masked to the chunk needs no bounds check.
+    slots: Box<[Slot; SLOTS_PER_CHUNK]>,
 }
 
 /// Entries of [`ChunkedTable`]'s cache of recently used chunks.
@@ -214,11 +215,15 @@ impl ChunkedTable {
             .try_reserve_exact(SLOTS_PER_CHUNK)
             .map_err(|_| TableFull)?;
         slots.resize(SLOTS_PER_CHUNK, Slot::default());
+        let slots: Box<[Slot; SLOTS_PER_CHUNK]> = slots
+            .into_boxed_slice()
+            .try_into()
+            .map_err(|_| TableFull)?;
         self.chunks.try_reserve(1).map_err(|_| TableFull)?;
         self.chunks.push(Chunk {
             base: key << CHUNK_SHIFT,
             live: 0,
-            slots: slots.into_boxed_slice(),
+            slots,
         });
         self.index.insert(key, i);
         self.recent[key as usize % RECENT] = (key, i);

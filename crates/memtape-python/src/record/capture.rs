@@ -100,10 +100,14 @@ impl ThreadCapture {
             self.generation = rec.generation;
         }
         if self.unchanged && self.ids.len() == self.frames.len() {
-            // The stack of the last capture, in the same generation: its id.
+            // The stack of the last capture, in the same generation: its id. The chain and
+            // `last_innermost` stay as they are (what `commit_chain` would keep), unless
+            // a code object is still unreferenced.
             if let Some(&id) = self.ids.last() {
-                let referenced = rec.reference_pending_codes();
-                self.commit_chain(referenced);
+                if !rec.reference_pending_codes() {
+                    self.chain.clear();
+                    self.last_innermost = None;
+                }
                 return id;
             }
         }

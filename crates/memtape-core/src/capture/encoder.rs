@@ -2,52 +2,7 @@
 
 use super::recent_addresses::RecentAddresses;
 use super::record::{tag, Record};
-use super::varint::{put_uv, zigzag};
-
-/// The longest Alloc or Free record: a tag, a domain (5 bytes), an address delta (10), a
-/// size (10) and a stack delta (a difference of two `u32`, zigzagged: 5).
-const MAX_EVENT_RECORD: usize = 32;
-
-/// One Alloc or Free record, built in a local array and appended to the block with one
-/// fixed-size copy (instead of a capacity check per byte).
-struct EventRecord {
-    bytes: [u8; MAX_EVENT_RECORD],
-    len: usize,
-}
-
-impl EventRecord {
-    #[inline(always)]
-    fn new(tag: u8) -> Self {
-        let mut bytes = [0; MAX_EVENT_RECORD];
-        bytes[0] = tag;
-        Self { bytes, len: 1 }
-    }
-
-    /// Appends an unsigned LEB128 varint (as [`put_uv`]).
-    #[inline(always)]
-    fn uv(&mut self, mut value: u64) {
-        while value >= 0x80 {
-            self.bytes[self.len] = (value as u8) | 0x80;
-            self.len += 1;
-            value >>= 7;
-        }
-        self.bytes[self.len] = value as u8;
-        self.len += 1;
-    }
-
-    /// Appends a zigzag-encoded signed varint.
-    #[inline(always)]
-    fn sv(&mut self, value: i64) {
-        self.uv(zigzag(value));
-    }
-
-    #[inline(always)]
-    fn append_to(&self, out: &mut Vec<u8>) {
-        let end = out.len() + self.len;
-        out.extend_from_slice(&self.bytes);
-        out.truncate(end);
-    }
-}
+use super::varint::{put_sv, put_uv};
 
 /// Appends records to an in-memory raw block with the delta state of the spec
 /// (`prev_addr`, `prev_stack`, both 0 at the block start) and, from format version 3,
@@ -86,27 +41,23 @@ impl BlockEncoder {
     #[inline]
     pub fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
         let reused = self.recent.alloc(addr).filter(|_| !self.no_back_references);
-        let mut record = match (domain, reused) {
+        match (domain, reused) {
             (0, Some(back)) => {
-                let mut r = EventRecord::new(tag::ALLOC_REUSE);
-                r.uv(u64::from(back));
-                r
+                self.buf.push(tag::ALLOC_REUSE);
+                put_uv(&mut self.buf, u64::from(back));
             }
             (0, None) => {
-                let mut r = EventRecord::new(tag::ALLOC);
-                r.sv(self.addr_delta(addr));
-                r
+                self.buf.push(tag::ALLOC);
+                self.put_addr(addr);
             }
             _ => {
-                let mut r = EventRecord::new(tag::ALLOC_IN_DOMAIN);
-                r.uv(u64::from(domain));
-                r.sv(self.addr_delta(addr));
-                r
+                self.buf.push(tag::ALLOC_IN_DOMAIN);
+                put_uv(&mut self.buf, u64::from(domain));
+                self.put_addr(addr);
             }
-        };
-        record.uv(size);
-        record.sv(i64::from(stack) - i64::from(self.prev_stack));
-        record.append_to(&mut self.buf);
+        }
+        put_uv(&mut self.buf, size);
+        put_sv(&mut self.buf, i64::from(stack) - i64::from(self.prev_stack));
         self.prev_stack = stack;
         self.events += 1;
     }
@@ -115,31 +66,26 @@ impl BlockEncoder {
     #[inline]
     pub fn free(&mut self, domain: Option<u32>, addr: u64) {
         let back = self.recent.free(addr).filter(|_| !self.no_back_references);
-        let record = match (domain, back) {
+        match (domain, back) {
             (None, Some(back)) => {
-                let mut r = EventRecord::new(tag::FREE_BACK);
-                r.uv(u64::from(back));
-                r
+                self.buf.push(tag::FREE_BACK);
+                put_uv(&mut self.buf, u64::from(back));
             }
             (Some(domain), Some(back)) => {
-                let mut r = EventRecord::new(tag::FREE_BACK_IN_DOMAIN);
-                r.uv(u64::from(domain));
-                r.uv(u64::from(back));
-                r
+                self.buf.push(tag::FREE_BACK_IN_DOMAIN);
+                put_uv(&mut self.buf, u64::from(domain));
+                put_uv(&mut self.buf, u64::from(back));
             }
             (None, None) => {
-                let mut r = EventRecord::new(tag::FREE);
-                r.sv(self.addr_delta(addr));
-                r
+                self.buf.push(tag::FREE);
+                self.put_addr(addr);
             }
             (Some(domain), None) => {
-                let mut r = EventRecord::new(tag::FREE_IN_DOMAIN);
-                r.uv(u64::from(domain));
-                r.sv(self.addr_delta(addr));
-                r
+                self.buf.push(tag::FREE_IN_DOMAIN);
+                put_uv(&mut self.buf, u64::from(domain));
+                self.put_addr(addr);
             }
-        };
-        record.append_to(&mut self.buf);
+        }
         self.events += 1;
     }
 
@@ -303,14 +249,12 @@ impl BlockEncoder {
         self.recent.new_block();
     }
 
-    /// The delta to write for `addr`, which becomes the previous address.
     #[inline]
-    fn addr_delta(&mut self, addr: u64) -> i64 {
+    fn put_addr(&mut self, addr: u64) {
         // A wrapping difference reinterpreted as signed: exact for any pair of addresses,
         // and small when they are close in either direction.
-        let delta = addr.wrapping_sub(self.prev_addr) as i64;
+        put_sv(&mut self.buf, addr.wrapping_sub(self.prev_addr) as i64);
         self.prev_addr = addr;
-        delta
     }
 
     fn put_str(&mut self, value: &str) {
@@ -362,51 +306,6 @@ mod tests {
                 },
             ]
         );
-    }
-
-    #[test]
-    fn the_longest_event_records_fit_and_round_trip() {
-        let mut encoder = BlockEncoder::new();
-        let records = [
-            Record::Alloc {
-                domain: u32::MAX,
-                addr: u64::MAX,
-                size: u64::MAX,
-                stack: u32::MAX,
-            },
-            Record::Alloc {
-                domain: u32::MAX,
-                addr: 1,
-                size: u64::MAX,
-                stack: 0,
-            },
-            Record::Free {
-                domain: Some(u32::MAX),
-                addr: 1u64 << 63,
-            },
-            Record::Alloc {
-                domain: 0,
-                addr: 1u64 << 63,
-                size: 0,
-                stack: u32::MAX,
-            },
-            // Back references, in and outside domain 0.
-            Record::Free {
-                domain: None,
-                addr: 1u64 << 63,
-            },
-            Record::Free {
-                domain: Some(u32::MAX),
-                addr: 1,
-            },
-        ];
-        for record in &records {
-            encoder.record(record);
-        }
-        // tag + domain (5) + address delta (10) + size (10) + stack delta (5).
-        assert!(1 + 5 + 10 + 10 + 5 <= MAX_EVENT_RECORD);
-        assert_eq!(decode(encoder.as_bytes()), records);
-        assert_eq!(encoder.as_bytes()[0], tag::ALLOC_IN_DOMAIN);
     }
 
     #[test]

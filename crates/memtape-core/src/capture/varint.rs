@@ -20,9 +20,8 @@ pub(crate) fn put_uv(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
-/// Appends `value` zigzag-encoded, then as LEB128 (the encoder builds event records in
-/// place; this writes the tests' expectations).
-#[cfg(test)]
+/// Appends `value` zigzag-encoded, then as LEB128.
+#[inline]
 pub(crate) fn put_sv(out: &mut Vec<u8>, value: i64) {
     put_uv(out, zigzag(value));
 }

@@ -28,7 +28,8 @@ SETUP = {
     "memtape-capture": (
         "import memtape, os, tempfile\n"
         "path = os.path.join(tempfile.mkdtemp(), 'c.mtape')\n"
-        "memtape._native._start_capture(path, '{\"tool\": \"memtape\", \"nframe\": 64}', 0, False)\n",
+        'metadata = \'{"tool": "memtape", "nframe": 64}\'\n'
+        "memtape._native._start_capture(path, metadata, 0, False)\n",
         "memtape._native._stop_capture()\n",
     ),
 }

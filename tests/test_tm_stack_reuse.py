@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 import memtape.tracemalloc as tm
@@ -226,16 +226,15 @@ def test_same_innermost_frame_at_the_same_instruction_from_other_callers() -> No
     gen_blocks: list[bytes] = []
     tm.start(25)
     try:
-        for call, size in zip(pairs, sizes):
+        for call, size in zip(pairs, sizes, strict=True):
             blocks.append(call(size))
         gen = yield_blocks(gen_sizes)
         for resume in resumers:
             gen_blocks.append(resume(gen))
         file = alloc_here.__code__.co_filename
 
-        def line_of(fn: object, offset: int) -> str:
-            code = getattr(fn, "__code__")
-            return f"{file}:{code.co_firstlineno + offset}"
+        def line_of(fn: Callable[..., object], offset: int) -> str:
+            return f"{file}:{fn.__code__.co_firstlineno + offset}"
 
         for i, block in enumerate(blocks):
             caller = (call_from_a, call_from_b)[i % 2]

@@ -215,10 +215,8 @@ impl ChunkedTable {
             .try_reserve_exact(SLOTS_PER_CHUNK)
             .map_err(|_| TableFull)?;
         slots.resize(SLOTS_PER_CHUNK, Slot::default());
-        let slots: Box<[Slot; SLOTS_PER_CHUNK]> = slots
-            .into_boxed_slice()
-            .try_into()
-            .map_err(|_| TableFull)?;
+        let slots: Box<[Slot; SLOTS_PER_CHUNK]> =
+            slots.into_boxed_slice().try_into().map_err(|_| TableFull)?;
         self.chunks.try_reserve(1).map_err(|_| TableFull)?;
         self.chunks.push(Chunk {
             base: key << CHUNK_SHIFT,

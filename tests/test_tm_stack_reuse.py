@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 import memtape.tracemalloc as tm
@@ -177,5 +177,70 @@ def test_tracebacks_exact_when_code_objects_are_freed_and_reallocated() -> None:
             got = [(f.filename, f.lineno) for f in traceback]
             assert got == stack, f"round {round_}"
             tm.clear_traces()
+    finally:
+        tm.stop()
+
+
+def alloc_here(size: int) -> bytes:
+    return bytes(size)
+
+
+def call_from_a(size: int) -> bytes:
+    return alloc_here(size)
+
+
+def call_from_b(size: int) -> bytes:
+    return alloc_here(size)
+
+
+def yield_blocks(sizes: list[int]) -> Iterator[bytes]:
+    for size in sizes:
+        yield bytes(size)
+
+
+def next_from_a(gen: Iterator[bytes]) -> bytes:
+    return next(gen)
+
+
+def next_from_b(gen: Iterator[bytes]) -> bytes:
+    return next(gen)
+
+
+def callers_of(block: bytes, depth: int) -> list[str]:
+    traceback = tm.get_object_traceback(block)
+    assert traceback is not None
+    lines = [f.lineno for f in traceback][-depth:]
+    return [f"{alloc_here.__code__.co_filename}:{line}" for line in lines]
+
+
+def test_same_innermost_frame_at_the_same_instruction_from_other_callers() -> None:
+    """Back-to-back allocations at the same line of a frame at the same address whose
+    caller sits at the same address too, but runs other code: the innermost frame alone
+    looks unchanged, so the capture must still check the callers (a plain function, then
+    a generator resumed from two functions)."""
+    pairs = [(call_from_a, call_from_b)[i % 2] for i in range(400)]
+    sizes = [300_001 + 8 * i for i in range(400)]
+    gen_sizes = [500_001 + 8 * i for i in range(400)]
+    resumers = [(next_from_a, next_from_b)[i % 2] for i in range(400)]
+    blocks: list[bytes] = []
+    gen_blocks: list[bytes] = []
+    tm.start(25)
+    try:
+        for call, size in zip(pairs, sizes, strict=True):
+            blocks.append(call(size))
+        gen = yield_blocks(gen_sizes)
+        for resume in resumers:
+            gen_blocks.append(resume(gen))
+        file = alloc_here.__code__.co_filename
+
+        def line_of(fn: Callable[..., object], offset: int) -> str:
+            return f"{file}:{fn.__code__.co_firstlineno + offset}"
+
+        for i, block in enumerate(blocks):
+            caller = (call_from_a, call_from_b)[i % 2]
+            assert callers_of(block, 2) == [line_of(caller, 1), line_of(alloc_here, 1)], i
+        for i, block in enumerate(gen_blocks):
+            resumer = (next_from_a, next_from_b)[i % 2]
+            assert callers_of(block, 2) == [line_of(resumer, 1), line_of(yield_blocks, 2)], i
     finally:
         tm.stop()

@@ -28,7 +28,8 @@ struct Slot {
 struct Chunk {
     base: u64,
     live: u32,
-    slots: Box<[Slot]>,
+    /// A fixed-size array: a slot index masked to the chunk needs no bounds check.
+    slots: Box<[Slot; SLOTS_PER_CHUNK]>,
 }
 
 /// Small, granule-aligned blocks of domain 0.
@@ -172,11 +173,13 @@ impl ChunkedTable {
             .try_reserve_exact(SLOTS_PER_CHUNK)
             .map_err(|_| TableFull)?;
         slots.resize(SLOTS_PER_CHUNK, Slot::default());
+        let slots: Box<[Slot; SLOTS_PER_CHUNK]> =
+            slots.into_boxed_slice().try_into().map_err(|_| TableFull)?;
         self.chunks.try_reserve(1).map_err(|_| TableFull)?;
         self.chunks.push(Chunk {
             base: key << CHUNK_SHIFT,
             live: 0,
-            slots: slots.into_boxed_slice(),
+            slots,
         });
         self.index.insert(key, i);
         Ok(i)

@@ -118,8 +118,10 @@ impl LiveTable {
         Ok(replaced)
     }
 
-    /// Forgets a block; returns its entry if it was live.
-    #[inline]
+    /// Forgets a block; returns its entry if it was live. Always inlined: every traced
+    /// free calls it, and as a call it cost a prologue, an epilogue and an entry returned
+    /// through memory (about 15 instructions of 60).
+    #[inline(always)]
     pub fn remove(&mut self, domain: u32, addr: u64) -> Option<LiveEntry> {
         if addr == 0 {
             return None;

@@ -99,15 +99,29 @@ impl ThreadCapture {
             self.ids.clear();
             self.generation = rec.generation;
         }
+        if self.unchanged && self.ids.len() == self.frames.len() {
+            // The stack of the last capture, in the same generation: its id. The chain and
+            // `last_innermost` stay as they are (what `commit_chain` would keep), unless
+            // a code object is still unreferenced.
+            if let Some(&id) = self.ids.last() {
+                if !rec.reference_pending_codes() {
+                    self.chain.clear();
+                    self.last_innermost = None;
+                }
+                return id;
+            }
+        }
         let n = self.walked.len();
         let (same, new) = match self.outcome {
             frames::Walk {
                 same: Some(same),
                 reused: Some(_),
+                ..
             } => (same, n),
             frames::Walk {
                 same: Some(same),
                 reused: None,
+                ..
             } => (same, n - same),
             frames::Walk { same: None, .. } => {
                 let same = self
@@ -179,6 +193,7 @@ impl ThreadCapture {
             Some(p) if complete => self.chain.truncate(p + 1),
             _ => self.chain.clear(),
         }
+        self.last_innermost = None;
         if !complete {
             return;
         }
@@ -190,6 +205,12 @@ impl ThreadCapture {
             self.chain.push(f.counted(count));
         }
         debug_assert!(count as usize <= self.frames.len());
+        // `frames` now holds the whole stack; the chain describes the innermost frame's
+        // callers when it ends at that frame's caller.
+        self.last_innermost = self
+            .outcome
+            .innermost
+            .filter(|f| self.chain.last().is_some_and(|c| c.addr == f.caller));
     }
 
     fn last_id(&self, rec: &Recorder) -> StackId {
@@ -250,7 +271,28 @@ pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState)
                     // equal instruction pointer no longer proves the same code object
                     // (a new one may lie where a freed one was).
                     cap.chain.clear();
+                    cap.last_innermost = None;
                 }
+                if let Some(last) = cap.last_innermost {
+                    // SAFETY: as for `frames::walk` below; `last` was read by this
+                    // thread's last complete walk, whose code objects are referenced in
+                    // the current generation (checked just above) like the chain's.
+                    if unsafe { frames::innermost_unchanged(tstate, last, &cap.chain) } {
+                        // The stack `frames` holds, with its chain as it is.
+                        cap.unchanged = true;
+                        cap.outcome = frames::Walk {
+                            same: Some(cap.frames.len()),
+                            reused: cap.chain.len().checked_sub(1),
+                            innermost: Some(last),
+                        };
+                        return Walked {
+                            thread,
+                            walked: true,
+                            interleaved: false,
+                        };
+                    }
+                }
+                cap.unchanged = false;
                 // SAFETY: the caller passes this thread's own thread state, with the GIL or
                 // from C code that released it (its frames are frozen until it returns);
                 // the chain comes from this thread's earlier walks, committed only while

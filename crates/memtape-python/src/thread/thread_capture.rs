@@ -6,7 +6,7 @@
 
 use memtape_core::{StackId, EMPTY_STACK};
 
-use crate::cpython::frames::{self, ChainFrame, RawFrame};
+use crate::cpython::frames::{self, ChainFrame, InnermostFrame, RawFrame};
 
 /// Room for the native frames of one capture: as many as the unwinder returns (its
 /// `MAX_NATIVE_FRAMES`; [`crate::record::capture`] hands this buffer to it, so the two
@@ -33,6 +33,12 @@ pub(crate) struct ThreadCapture {
     pub(crate) chain: Vec<ChainFrame>,
     /// Scratch: the physical frames the walk just went through, innermost first.
     pub(crate) fresh: Vec<ChainFrame>,
+    /// The innermost physical frame of the stack `frames` holds, when that stack was
+    /// interned completely and `chain` ends at this frame's caller: a walk that finds the
+    /// same frame there, unchanged, with the chain unchanged, has the same stack.
+    pub(crate) last_innermost: Option<InnermostFrame>,
+    /// Scratch: the last walk found the stack of `frames` unchanged (`last_innermost`).
+    pub(crate) unchanged: bool,
     /// Scratch: the native frames just unwound (innermost first), when native stacks are
     /// on: they continue the Python stack.
     pub(crate) native: [u64; NATIVE_FRAMES],
@@ -63,9 +69,12 @@ impl ThreadCapture {
         outcome: frames::Walk {
             same: None,
             reused: None,
+            innermost: None,
         },
         chain: Vec::new(),
         fresh: Vec::new(),
+        last_innermost: None,
+        unchanged: false,
         native: [0; NATIVE_FRAMES],
         native_len: 0,
         cut: [0; CUTS],

@@ -93,6 +93,19 @@ pub(crate) struct Walk {
     /// `Some(p)`: the frames from `chain[p]` outward were verified unchanged, so `out`
     /// holds only the frames inside them and `same` is `chain[p].included`.
     pub(crate) reused: Option<usize>,
+    /// The thread's innermost physical frame, when it is the innermost frame of the stack
+    /// (included because its instruction pointer is past its code's first traceable
+    /// instruction): what [`innermost_unchanged`] compares the next time.
+    pub(crate) innermost: Option<InnermostFrame>,
+}
+
+/// The innermost physical frame of a walk, as read: its address, instruction pointer and
+/// caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct InnermostFrame {
+    pub(crate) addr: usize,
+    instr: usize,
+    pub(crate) caller: usize,
 }
 
 /// How many physical frames past the innermost one may be walked while still looking for
@@ -143,6 +156,47 @@ unsafe fn chain_unchanged(chain: &[ChainFrame], p: usize) -> bool {
             unsafe { (read(f, l.frame_instr), read(f, l.frame_previous)) };
         (instr ^ c.instr) | (previous ^ c.caller) == 0
     })
+}
+
+/// Whether `tstate`'s stack is exactly the one walked last: its innermost physical frame
+/// is `last` (same address, same instruction pointer, same caller), and `chain`, whose
+/// innermost entry is that caller, is unchanged (see [`chain_unchanged`]). An equal
+/// instruction pointer means the same code object at the same offset, as long as the last
+/// walk's code objects are alive, and the same offset past the first traceable
+/// instruction means the frame is complete again, whoever owns it.
+///
+/// # Safety
+/// As for [`walk`] (`tstate` may be null: false), with `chain` and the code objects of
+/// `last` under the same guarantee as the chain's.
+#[inline]
+pub(crate) unsafe fn innermost_unchanged(
+    tstate: *mut ffi::PyThreadState,
+    last: InnermostFrame,
+    chain: &[ChainFrame],
+) -> bool {
+    if tstate.is_null() {
+        return false;
+    }
+    let Some(p) = chain.len().checked_sub(1) else {
+        return false;
+    };
+    let l = &LAYOUT;
+    // SAFETY: the caller's live thread state of this thread, whose frames cannot change
+    // while we read them (see `walk`); `frame` is its current innermost frame.
+    unsafe {
+        let frame = innermost_frame(tstate);
+        if frame as usize != last.addr {
+            return false;
+        }
+        let (instr, caller): (usize, usize) =
+            (read(frame, l.frame_instr), read(frame, l.frame_previous));
+        // `chain[p]` is the live caller of the live innermost frame: `chain_unchanged`'s
+        // precondition.
+        instr == last.instr
+            && caller == last.caller
+            && chain[p].addr == caller
+            && chain_unchanged(chain, p)
+    }
 }
 
 /// The innermost frame of `tstate`'s chain, null when it has none.
@@ -286,6 +340,7 @@ pub(crate) unsafe fn walk(
     let none = Walk {
         same: None,
         reused: None,
+        innermost: None,
     };
     if tstate.is_null() {
         return none;
@@ -298,6 +353,7 @@ pub(crate) unsafe fn walk(
     // few only, and verified at most once.
     let mut past = 0usize;
     let mut tried = false;
+    let mut first: Option<InnermostFrame> = None;
     let l = &LAYOUT;
     // SAFETY: the caller guarantees a live thread state owned by this thread; the offsets
     // are those of this CPython version's structs, and every pointer read is checked for
@@ -310,6 +366,7 @@ pub(crate) unsafe fn walk(
         // first traceable instruction): a frame that called another one has run. So the
         // code object itself, a likely cache miss, is read for that frame only.
         let mut innermost = true;
+        let physical_innermost = frame as usize;
         while !frame.is_null() {
             if !innermost && !tried && past < MATCH_WINDOW {
                 if let Some(p) = find_in_chain(chain, frame as usize) {
@@ -320,6 +377,7 @@ pub(crate) unsafe fn walk(
                         return Walk {
                             same: Some(chain[p].included as usize),
                             reused: Some(p),
+                            innermost: first,
                         };
                     }
                 }
@@ -357,6 +415,15 @@ pub(crate) unsafe fn walk(
                     frame = next;
                     continue;
                 }
+                let complete_by_offset =
+                    (instr as isize) >= (start as isize) + 2 * first_traceable as isize;
+                if frame as usize == physical_innermost && complete_by_offset {
+                    first = Some(InnermostFrame {
+                        addr: frame as usize,
+                        instr: instr as usize,
+                        caller: next as usize,
+                    });
+                }
             }
             if outer {
                 if let Some(last) = fresh.last_mut() {
@@ -378,5 +445,6 @@ pub(crate) unsafe fn walk(
     Walk {
         same: (expect.next().is_none() && out.len() == previous.len()).then(|| out.len() - changed),
         reused: None,
+        innermost: first,
     }
 }

@@ -1,0 +1,92 @@
+"""Instructions of a reduced alloc_heavy, counted by valgrind's callgrind (independent of load).
+
+Rows: untraced, ``memtape.tracemalloc`` at nframe 25, and a capture (what ``memtape run
+--no-native-heap`` records). Each row is the instructions of ``alloc_heavy.main(rows=N,
+rounds=1)`` less those of a run with no rows (start-up, imports and the tracer's start and
+stop drop out), and the ratio over untraced.
+
+Usage: python benchmarks/alloc_instructions.py [--rows N] [--keep DIR]
+       (``--keep`` writes each run's callgrind file there, for callgrind_annotate)
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+SETUP = {
+    "untraced": ("", ""),
+    "memtape25": (
+        "import memtape.tracemalloc as tm\ntm.start(25)\n",
+        "tm.stop()\n",
+    ),
+    "memtape-capture": (
+        "import memtape, os, tempfile\n"
+        "path = os.path.join(tempfile.mkdtemp(), 'c.mtape')\n"
+        'metadata = \'{"tool": "memtape", "nframe": 64}\'\n'
+        "memtape._native._start_capture(path, metadata, 0, False)\n",
+        "memtape._native._stop_capture()\n",
+    ),
+}
+
+PROGRAM = """
+import sys
+sys.path.insert(0, {workloads!r})
+import alloc_heavy
+{start}alloc_heavy.main(rows={rows}, rounds=1)
+{stop}"""
+
+
+def instructions(code: str, out_file: str) -> int:
+    """Instructions callgrind counts for `code` run by this interpreter (all threads)."""
+    out = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out_file}",
+            sys.executable,
+            "-c",
+            code,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
+    found = re.search(r"Collected : (\d+)", out)
+    if found is None:
+        raise RuntimeError(out)
+    return int(found.group(1))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--rows", type=int, default=20_000)
+    p.add_argument("--configs", default=",".join(SETUP))
+    p.add_argument("--keep", type=Path, default=None)
+    args = p.parse_args()
+    workloads = str(REPO / "benchmarks" / "workloads")
+    base = None
+    print(f"alloc_heavy rows={args.rows} rounds=1 ({sys.version.split()[0]})")
+    for name in args.configs.split(","):
+        start, stop = SETUP[name]
+        counts = []
+        for rows in (0, args.rows):
+            code = PROGRAM.format(workloads=workloads, start=start, stop=stop, rows=rows)
+            keep = "/dev/null"
+            if args.keep is not None and rows:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                keep = str(args.keep / f"callgrind.{name}")
+            counts.append(instructions(code, keep))
+        work = counts[1] - counts[0]
+        base = base if base is not None else work
+        print(f"{name:16} {work / 1e6:10.1f} M instructions  {work / base:5.2f}x", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -129,10 +129,18 @@ fn copy_events(py: Python<'_>) -> CopiedEvents {
         };
     };
     let (events, limit): (Vec<Event>, usize) = match rec.events.as_ref() {
-        Some(sink) => (
-            sink.ring.iter().copied().collect(),
-            sink.max_frames as usize,
-        ),
+        Some(sink) => {
+            let scale = sink.tick_scale();
+            let events = sink
+                .ring
+                .iter()
+                .map(|e| Event {
+                    time_ns: scale.ns(e.time_ns),
+                    ..*e
+                })
+                .collect();
+            (events, sink.max_frames as usize)
+        }
         None => (Vec::new(), 0),
     };
     let segments = rec.allocators.segments();

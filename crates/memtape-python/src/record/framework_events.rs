@@ -177,7 +177,7 @@ pub(crate) fn record_allocator_event_walked(
             FRAMEWORK_ACTIONS
         )));
     }
-    let time_ns = thread_id::now_ns();
+    let time_ns = crate::record::event_clock::ticks();
     let thread = thread_id::current();
     with_recorder(|rec| {
         if let Some(ctx) = ctx {

@@ -5,15 +5,17 @@
 //! (x86-64, clocksource `tsc`: the kernel checked that the counters of all CPUs agree and
 //! switches away when they do not), a tick is one `rdtsc`, about 11 ns on the 2-core VM
 //! against 30 ns for `CLOCK_REALTIME` through the vDSO (which adds a fence, a sequence
-//! lock and the conversion). Ticks become nanoseconds since the Unix epoch by
-//! interpolation between two anchors, each a tick count and `CLOCK_REALTIME` read
-//! together: one when the recording starts, one when it stops (or when events are read
-//! while it runs). Elsewhere a tick is a nanosecond of `CLOCK_REALTIME`.
+//! lock and the conversion). Elsewhere a tick is a nanosecond of `CLOCK_REALTIME`.
 //!
-//! Resolution stays below a nanosecond; the event ring keeps times in ring order, and the
-//! conversion is increasing, so the viewer's `time_us` never goes back.
+//! Each recording fixes its conversion when it starts, so that reading its events twice
+//! gives the same times: the wall time read with the ticks at its start, plus ticks at the
+//! counter's rate, measured between the first anchor of the process and the recording's
+//! start (at least [`CALIBRATION_NS`] apart: the first recording of a process waits for
+//! that once). Resolution stays below a nanosecond; the event ring keeps times in ring
+//! order and the conversion is increasing, so the viewer's `time_us` never goes back.
 
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
 
 use memtape_core::{ClockAnchor, TickScale};
 
@@ -22,6 +24,12 @@ use crate::thread::thread_id;
 const UNDECIDED: u8 = 0;
 const TSC: u8 = 1;
 const REALTIME: u8 = 2;
+
+/// The shortest span over which the counter's rate is measured.
+const CALIBRATION_NS: u64 = 5_000_000;
+
+/// The first anchor of the process, read when the source was decided.
+static FIRST: OnceLock<ClockAnchor> = OnceLock::new();
 
 /// What a tick is; decided once, before the first recording starts, and never changed
 /// (so that every kept event counts in the same ticks).
@@ -45,6 +53,7 @@ pub(crate) fn decide() {
         let source = if tsc_keeps_time() { TSC } else { REALTIME };
         let _ = SOURCE.compare_exchange(UNDECIDED, source, Ordering::AcqRel, Ordering::Acquire);
     }
+    FIRST.get_or_init(anchor);
 }
 
 /// Whether the counter is invariant (CPUID) and the kernel keeps time with it.
@@ -90,11 +99,25 @@ pub(crate) fn anchor() -> ClockAnchor {
     )
 }
 
-/// The conversion of ticks read between `start` and `end` into wall time.
-pub(crate) fn scale(start: ClockAnchor, end: ClockAnchor) -> TickScale {
-    if SOURCE.load(Ordering::Relaxed) == TSC {
-        TickScale::Linear { start, end }
-    } else {
-        TickScale::Identity
+/// The conversion of a recording starting now (after [`decide`]): its start anchor and
+/// the counter's rate since the process's first anchor, waiting until that span is at
+/// least [`CALIBRATION_NS`] long.
+pub(crate) fn recording_scale() -> TickScale {
+    if SOURCE.load(Ordering::Relaxed) != TSC {
+        return TickScale::Identity;
     }
+    let first = *FIRST.get_or_init(anchor);
+    let start = loop {
+        let now = anchor();
+        if now.ns.saturating_sub(first.ns) >= CALIBRATION_NS || now.ns < first.ns {
+            break now;
+        }
+        std::hint::spin_loop();
+    };
+    // The same rate as from `first` to `start`, laid from `start`.
+    let end = ClockAnchor {
+        ticks: start.ticks + start.ticks.saturating_sub(first.ticks),
+        ns: start.ns + start.ns.saturating_sub(first.ns),
+    };
+    TickScale::Linear { start, end }
 }

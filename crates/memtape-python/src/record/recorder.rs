@@ -7,8 +7,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use memtape_core::{
-    Action, AllocatorState, ClockAnchor, Event, EventRing, LiveTable, StackId, StackTable,
-    TickScale, HOST_DEVICE,
+    Action, AllocatorState, Event, EventRing, LiveTable, StackId, StackTable, TickScale,
+    HOST_DEVICE,
 };
 use pyo3::ffi;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -55,9 +55,9 @@ pub(crate) fn hooks_active() -> bool {
 pub(crate) struct EventSink {
     /// The kept events; their `time_ns` holds clock ticks ([`event_clock`]) until read.
     pub(crate) ring: EventRing,
-    /// The clock when the recording started, and when it stopped.
-    clock_start: ClockAnchor,
-    clock_end: Option<ClockAnchor>,
+    /// Turns the ring's ticks into wall time; fixed for the recording, so that its events
+    /// read the same times every time they are read.
+    scale: TickScale,
     /// False once recording was turned off: the kept events stay readable.
     pub(crate) recording: bool,
     pub(crate) min_size: u64,
@@ -70,11 +70,9 @@ pub(crate) struct EventSink {
 }
 
 impl EventSink {
-    /// Converts the kept events' ticks into wall time (call with the recorder locked, so
-    /// that every kept event is older than the end anchor read now while recording).
+    /// Converts the kept events' ticks into wall time.
     pub(crate) fn tick_scale(&self) -> TickScale {
-        let end = self.clock_end.unwrap_or_else(event_clock::anchor);
-        event_clock::scale(self.clock_start, end)
+        self.scale
     }
 
     #[inline(always)]
@@ -411,14 +409,15 @@ pub(crate) struct EventSettings {
 
 /// Starts a new event recording (earlier events are dropped).
 pub(crate) fn start_events(settings: EventSettings) -> Option<ReleasedCodes> {
-    // Before the lock: deciding may read a file (allocations the native hooks see).
+    // Before the lock: deciding may read a file (allocations the native hooks see), and
+    // the first recording waits for the clock's calibration.
     event_clock::decide();
+    let scale = event_clock::recording_scale();
     with_recorder(|rec| {
         let released = (!rec.tracing && rec.capture.is_none()).then(|| rec.forget_stacks());
         rec.events = Some(EventSink {
             ring: EventRing::new(settings.max_entries),
-            clock_start: event_clock::anchor(),
-            clock_end: None,
+            scale,
             recording: true,
             min_size: settings.min_size,
             python_heap: settings.python_heap,
@@ -435,9 +434,6 @@ pub(crate) fn start_events(settings: EventSettings) -> Option<ReleasedCodes> {
 pub(crate) fn stop_events() {
     with_recorder(|rec| {
         if let Some(sink) = rec.events.as_mut() {
-            if sink.recording {
-                sink.clock_end = Some(event_clock::anchor());
-            }
             sink.recording = false;
         }
         publish_flags(rec);

@@ -53,9 +53,7 @@ MODES = ("untraced", "tracemalloc1", "events")
 def run(mode: str, rows: int) -> tuple[int, int]:
     """(instructions callgrind counts, events recorded) for one interpreter; the events
     are counted by a second run without valgrind (the same allocations)."""
-    code = WORKLOAD.format(
-        workloads=str(REPO / "benchmarks" / "workloads"), mode=mode, rows=rows
-    )
+    code = WORKLOAD.format(workloads=str(REPO / "benchmarks" / "workloads"), mode=mode, rows=rows)
     plain = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout

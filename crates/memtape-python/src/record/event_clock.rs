@@ -63,8 +63,13 @@ fn tsc_keeps_time() -> bool {
         return false;
     }
     // Leaf 0x8000_0000 reports the highest extended leaf, checked before 0x8000_0007.
-    let invariant = core::arch::x86_64::__cpuid(0x8000_0000).eax >= 0x8000_0007
-        && core::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) != 0;
+    // (`__cpuid` is a safe function on recent Rust, unsafe on the oldest we support.)
+    #[allow(unused_unsafe)]
+    // SAFETY: CPUID exists on every x86-64 CPU and has no preconditions.
+    let invariant = unsafe {
+        core::arch::x86_64::__cpuid(0x8000_0000).eax >= 0x8000_0007
+            && core::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) != 0
+    };
     invariant
         && std::fs::read_to_string(
             "/sys/devices/system/clocksource/clocksource0/current_clocksource",
@@ -80,23 +85,17 @@ fn tsc_keeps_time() -> bool {
 /// Ticks and wall time read together: the ticks halfway through the wall-clock read, of
 /// the tightest of three tries (a thread preempted in between would skew the pair).
 pub(crate) fn anchor() -> ClockAnchor {
-    let mut best: Option<(u64, ClockAnchor)> = None;
+    let mut best = (u64::MAX, ClockAnchor { ticks: 0, ns: 0 });
     for _ in 0..3 {
         let before = ticks();
         let ns = thread_id::now_ns();
         let window = ticks().saturating_sub(before);
-        if best.is_none_or(|(w, _)| window < w) {
+        if window < best.0 {
             let ticks = before + window / 2;
-            best = Some((window, ClockAnchor { ticks, ns }));
+            best = (window, ClockAnchor { ticks, ns });
         }
     }
-    best.map_or_else(
-        || ClockAnchor {
-            ticks: ticks(),
-            ns: thread_id::now_ns(),
-        },
-        |(_, a)| a,
-    )
+    best.1
 }
 
 /// The conversion of a recording starting now (after [`decide`]): its start anchor and

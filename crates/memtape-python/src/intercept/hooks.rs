@@ -91,9 +91,11 @@ fn tstate_for(slot: &HookSlot) -> *mut pyo3::ffi::PyThreadState {
 }
 
 /// What an event needs besides the block, read before the lock (only when events are on).
+/// Acquire (a plain load on x86-64): seeing events on, the hook also sees the event
+/// clock's source, decided before they were turned on.
 #[inline]
 fn attribution(thread: Option<&HookThread>) -> Option<Attribution> {
-    HEAP_EVENTS.load(Ordering::Relaxed).then(|| Attribution {
+    HEAP_EVENTS.load(Ordering::Acquire).then(|| Attribution {
         op: op_context::current(),
         ticks: event_clock::ticks(),
         thread: thread.map_or_else(thread_id::current, HookThread::tid),

@@ -139,8 +139,9 @@ def is_recording_memory_events() -> bool:
 def get_memory_events() -> list[dict[str, Any]]:
     """The kept events, oldest first. Each is a dict with ``action``, ``address``,
     ``size``, ``requested_size``, ``device`` (-1: the Python heap, -2: native), ``stream``,
-    ``thread`` (OS thread id), ``timestamp_ns`` (since the epoch), ``op`` (or None) and
-    ``frames``: ``(filename, function, line)`` tuples, outermost first."""
+    ``thread`` (OS thread id), ``timestamp_ns`` (since the epoch, never earlier than the
+    event before it), ``op`` (or None) and ``frames``: ``(filename, function, line)``
+    tuples, outermost first."""
     _mlx.sync()
     return _native.get_memory_events()
 

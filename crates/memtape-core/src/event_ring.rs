@@ -11,6 +11,8 @@ pub struct EventRing {
     head: usize,
     /// Events ever pushed (kept and dropped).
     pushed: u64,
+    /// The time of the newest event: no event is kept with an earlier one.
+    last_time: u64,
 }
 
 impl EventRing {
@@ -22,6 +24,7 @@ impl EventRing {
             capacity,
             head: 0,
             pushed: 0,
+            last_time: 0,
         }
     }
 
@@ -57,22 +60,41 @@ impl EventRing {
 
     /// Appends an event, dropping the oldest when full. Never fails: if memory for the
     /// ring cannot be had, the oldest event is overwritten early.
+    ///
+    /// Times follow the ring's order: an event whose time is earlier than the one before
+    /// it (clocks read by threads racing for the recorder, or a clock stepped back) is
+    /// kept with the earlier event's time.
     #[inline]
-    pub fn push(&mut self, event: Event) {
+    pub fn push(&mut self, mut event: Event) {
         self.pushed += 1;
-        if self.events.len() < self.capacity {
-            if self.events.try_reserve(1).is_ok() {
-                self.events.push(event);
-                return;
-            }
-            if self.events.is_empty() {
-                return;
-            }
-            // Out of memory: behave as if full at the current length.
-            self.capacity = self.events.len();
+        event.time_ns = event.time_ns.max(self.last_time);
+        self.last_time = event.time_ns;
+        // Full (the usual case on a long run): overwrite the oldest, no division.
+        if self.events.len() == self.capacity {
+            self.overwrite_oldest(event);
+            return;
         }
-        self.events[self.head] = event;
-        self.head = (self.head + 1) % self.events.len();
+        if self.events.try_reserve(1).is_ok() {
+            self.events.push(event);
+            return;
+        }
+        if self.events.is_empty() {
+            return;
+        }
+        // Out of memory: behave as if full at the current length.
+        self.capacity = self.events.len();
+        self.overwrite_oldest(event);
+    }
+
+    #[inline(always)]
+    fn overwrite_oldest(&mut self, event: Event) {
+        if let Some(slot) = self.events.get_mut(self.head) {
+            *slot = event;
+        }
+        self.head += 1;
+        if self.head == self.events.len() {
+            self.head = 0;
+        }
     }
 
     /// The kept events, oldest first.
@@ -94,6 +116,7 @@ impl EventRing {
         self.events = Vec::new();
         self.head = 0;
         self.pushed = 0;
+        self.last_time = 0;
     }
 }
 
@@ -140,6 +163,27 @@ mod tests {
         assert!(r.is_empty());
         r.push(ev(11));
         assert_eq!(r.iter().map(|e| e.addr).collect::<Vec<_>>(), vec![11]);
+    }
+
+    #[test]
+    fn times_never_go_back_in_ring_order() {
+        let mut r = EventRing::new(3);
+        for t in [5, 3, 9, 8, 10] {
+            r.push(Event {
+                time_ns: t,
+                ..ev(t)
+            });
+        }
+        assert_eq!(
+            r.iter().map(|e| (e.addr, e.time_ns)).collect::<Vec<_>>(),
+            vec![(9, 9), (8, 9), (10, 10)]
+        );
+        r.clear();
+        r.push(Event {
+            time_ns: 1,
+            ..ev(1)
+        });
+        assert_eq!(r.iter().next().map(|e| e.time_ns), Some(1));
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod memory_source;
 pub mod mmap_ranges;
 pub mod report;
 pub mod stack_table;
+pub mod tick_scale;
 pub mod torch_snapshot;
 pub mod trace_set;
 
@@ -41,5 +42,6 @@ pub use stack_table::{
     native_frame_code, native_frame_ip, StackId, StackNode, StackTable, EMPTY_STACK,
     NATIVE_FRAME_BIT,
 };
+pub use tick_scale::{ClockAnchor, TickScale};
 pub use torch_snapshot::{TorchSnapshotStats, TorchSnapshotWriter};
 pub use trace_set::{GroupBy, GroupStat, StatsError, TraceRecord, TraceSet, TraceSetBuilder};

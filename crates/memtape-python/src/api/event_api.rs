@@ -140,6 +140,11 @@ fn copy_events(py: Python<'_>) -> CopiedEvents {
     let limit = match rec.events.as_ref() {
         Some(sink) => {
             sink.ring.copy_into(&mut events);
+            // The ring keeps the recording's clock ticks; events carry wall time.
+            let scale = sink.tick_scale();
+            for e in &mut events {
+                e.time_ns = scale.ns(e.time_ns);
+            }
             sink.max_frames as usize
         }
         None => 0,

@@ -16,7 +16,7 @@ use memtape_core::{Action, EMPTY_STACK};
 
 use crate::cpython::thread_state;
 use crate::record::recorder::{hooks_active, Attribution, HEAP_EVENTS, RECORDER};
-use crate::record::{capture, op_context};
+use crate::record::{capture, event_clock, op_context};
 use crate::thread::hook_mode::{self, HookMode, HookThread};
 use crate::thread::thread_id;
 
@@ -91,12 +91,14 @@ fn tstate_for(slot: &HookSlot) -> *mut pyo3::ffi::PyThreadState {
 }
 
 /// What an event needs besides the block, read before the lock (only when events are on).
+/// Acquire (a plain load on x86-64): seeing events on, the hook also sees the event
+/// clock's source, decided before they were turned on.
 #[inline]
-fn attribution() -> Option<Attribution> {
-    HEAP_EVENTS.load(Ordering::Relaxed).then(|| Attribution {
+fn attribution(thread: Option<&HookThread>) -> Option<Attribution> {
+    HEAP_EVENTS.load(Ordering::Acquire).then(|| Attribution {
         op: op_context::current(),
-        time_ns: thread_id::now_ns(),
-        thread: thread_id::current(),
+        ticks: event_clock::ticks(),
+        thread: thread.map_or_else(thread_id::current, HookThread::tid),
     })
 }
 
@@ -113,7 +115,7 @@ pub(crate) fn record_alloc(
     moved_from: *mut c_void,
 ) {
     let walked = capture::walk(Some(thread), tstate);
-    let at = attribution();
+    let at = attribution(Some(thread));
     let mut guard = RECORDER.lock();
     let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
         return;
@@ -148,7 +150,7 @@ pub(crate) fn record_free(
     block: *mut c_void,
 ) {
     // Events record where a block was freed; memtape's own frees have no user stack.
-    let at = attribution();
+    let at = attribution(thread);
     let idle = thread.is_some_and(|t| t.mode() == HookMode::Idle);
     // While this thread walks and records, a native hook reached from a signal handler
     // that interrupts it passes straight through (the walk's buffers and the recorder

@@ -89,7 +89,7 @@ fn push_event(rec: &mut Recorder, action: Action, addr: u64, size: u64, stack: S
         device: NATIVE_DEVICE,
         stream: 0,
         thread: thread_id::current(),
-        time_ns: thread_id::now_ns(),
+        time_ns: crate::record::event_clock::ticks(),
         stack,
         op: 0,
     });

@@ -177,9 +177,10 @@ pub(crate) fn record_allocator_event_walked(
             FRAMEWORK_ACTIONS
         )));
     }
-    let time_ns = thread_id::now_ns();
     let thread = thread_id::current();
     with_recorder(|rec| {
+        // Under the lock: a recording that exists has decided what a tick is.
+        let time_ns = crate::record::event_clock::ticks();
         if let Some(ctx) = ctx {
             if op_context::resolve(ctx.traceback, rec.generation).is_none() {
                 return Err(FrameworkError::StaleTraceback(ctx.traceback));

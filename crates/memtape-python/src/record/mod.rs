@@ -3,6 +3,7 @@
 //! behind its spin lock, op contexts, and the entry for events frameworks report.
 
 pub(crate) mod capture;
+pub(crate) mod event_clock;
 pub(crate) mod framework_events;
 pub(crate) mod native_state;
 pub(crate) mod op_context;

@@ -3,6 +3,7 @@
 //! array on one line and allocate it later, inside `eval`).
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use memtape_core::StackId;
 
@@ -42,25 +43,38 @@ thread_local! {
     static STACK: RefCell<Vec<OpContext>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Contexts entered and not left, over all threads. While 0 (no framework uses op
+/// contexts), [`current`] answers without touching the thread-local: a thread always
+/// sees its own entries counted, so a nonzero count of its own is never missed.
+static ENTERED: AtomicUsize = AtomicUsize::new(0);
+
 /// Enters a context on the calling thread.
 pub(crate) fn push(ctx: OpContext) {
     let _ = STACK.try_with(|s| {
         if let Ok(mut s) = s.try_borrow_mut() {
             s.push(ctx);
+            ENTERED.fetch_add(1, Ordering::Relaxed);
         }
     });
 }
 
 /// Leaves the innermost context; false when there was none.
 pub(crate) fn pop() -> bool {
-    STACK
+    let popped = STACK
         .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()).is_some())
-        .unwrap_or(false)
+        .unwrap_or(false);
+    if popped {
+        ENTERED.fetch_sub(1, Ordering::Relaxed);
+    }
+    popped
 }
 
 /// The innermost context of the calling thread.
 #[inline]
 pub(crate) fn current() -> Option<OpContext> {
+    if ENTERED.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
     STACK
         .try_with(|s| s.try_borrow().ok().and_then(|s| s.last().copied()))
         .ok()

@@ -7,11 +7,13 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use memtape_core::{
-    Action, AllocatorState, Event, EventRing, LiveTable, StackId, StackTable, HOST_DEVICE,
+    Action, AllocatorState, Event, EventRing, LiveTable, StackId, StackTable, TickScale,
+    HOST_DEVICE,
 };
 use pyo3::ffi;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::record::event_clock;
 use crate::record::op_context::{self, OpContext};
 use crate::record::spin_lock::SpinLock;
 use crate::sinks::capture_sink::CaptureSink;
@@ -51,7 +53,11 @@ pub(crate) fn hooks_active() -> bool {
 
 /// How events are being recorded.
 pub(crate) struct EventSink {
+    /// The kept events; their `time_ns` holds clock ticks ([`event_clock`]) until read.
     pub(crate) ring: EventRing,
+    /// Turns the ring's ticks into wall time; fixed for the recording, so that its events
+    /// read the same times every time they are read.
+    scale: TickScale,
     /// False once recording was turned off: the kept events stay readable.
     pub(crate) recording: bool,
     pub(crate) min_size: u64,
@@ -64,6 +70,12 @@ pub(crate) struct EventSink {
 }
 
 impl EventSink {
+    /// Converts the kept events' ticks into wall time.
+    pub(crate) fn tick_scale(&self) -> TickScale {
+        self.scale
+    }
+
+    #[inline(always)]
     fn accepts(&self, action: Action, size: u64) -> bool {
         self.recording
             && size >= self.min_size
@@ -140,7 +152,8 @@ pub(crate) struct ReleasedCodes(Vec<usize>);
 #[derive(Clone, Copy)]
 pub(crate) struct Attribution {
     pub(crate) op: Option<OpContext>,
-    pub(crate) time_ns: u64,
+    /// When, in [`event_clock`] ticks.
+    pub(crate) ticks: u64,
     pub(crate) thread: u32,
 }
 
@@ -230,13 +243,7 @@ impl Recorder {
     /// else `own`.
     #[inline]
     pub(crate) fn attributed_stack(&self, op: Option<OpContext>, own: StackId) -> (StackId, u32) {
-        match op {
-            Some(ctx) => match op_context::resolve(ctx.traceback, self.generation) {
-                Some(Some(stack)) => (stack, ctx.op),
-                Some(None) | None => (own, ctx.op),
-            },
-            None => (own, 0),
-        }
+        attribute(op, own, self.generation)
     }
 
     /// Records a Python-heap event if the event sink wants it.
@@ -249,27 +256,26 @@ impl Recorder {
         own: StackId,
         at: &Attribution,
     ) {
-        let Some(sink) = self.events.as_ref() else {
+        let generation = self.generation;
+        let Some(sink) = self.events.as_mut() else {
             return;
         };
         if !sink.accepts(action, size) {
             return;
         }
-        let (stack, op) = self.attributed_stack(at.op, own);
-        if let Some(sink) = self.events.as_mut() {
-            sink.ring.push(Event {
-                action,
-                addr,
-                size,
-                requested_size: size,
-                device: HOST_DEVICE,
-                stream: 0,
-                thread: at.thread,
-                time_ns: at.time_ns,
-                stack,
-                op,
-            });
-        }
+        let (stack, op) = attribute(at.op, own, generation);
+        sink.ring.push(Event {
+            action,
+            addr,
+            size,
+            requested_size: size,
+            device: HOST_DEVICE,
+            stream: 0,
+            thread: at.thread,
+            time_ns: at.ticks,
+            stack,
+            op,
+        });
     }
 
     /// Records a framework event if the sink wants it.
@@ -316,6 +322,19 @@ impl ReleasedCodes {
             // in `intern_frame`, and the GIL is held (proved by `_py`).
             unsafe { ffi::Py_DECREF(code as *mut ffi::PyObject) };
         }
+    }
+}
+
+/// The stack an event is attributed to in recorder generation `generation`: the op
+/// context's traceback when it is valid, else `own`.
+#[inline(always)]
+fn attribute(op: Option<OpContext>, own: StackId, generation: u64) -> (StackId, u32) {
+    match op {
+        Some(ctx) => match op_context::resolve(ctx.traceback, generation) {
+            Some(Some(stack)) => (stack, ctx.op),
+            Some(None) | None => (own, ctx.op),
+        },
+        None => (own, 0),
     }
 }
 
@@ -390,10 +409,15 @@ pub(crate) struct EventSettings {
 
 /// Starts a new event recording (earlier events are dropped).
 pub(crate) fn start_events(settings: EventSettings) -> Option<ReleasedCodes> {
+    // Before the lock: deciding may read a file (allocations the native hooks see), and
+    // the first recording waits for the clock's calibration.
+    event_clock::decide();
+    let scale = event_clock::recording_scale();
     with_recorder(|rec| {
         let released = (!rec.tracing && rec.capture.is_none()).then(|| rec.forget_stacks());
         rec.events = Some(EventSink {
             ring: EventRing::new(settings.max_entries),
+            scale,
             recording: true,
             min_size: settings.min_size,
             python_heap: settings.python_heap,

@@ -46,6 +46,9 @@ pub(crate) struct HookThread {
     mode: Cell<HookMode>,
     /// The thread's stack-capture cache.
     pub(crate) capture: RefCell<ThreadCapture>,
+    /// The thread's id once asked for (0 before), as [`super::thread_id::current`]
+    /// gives it, kept here to spare events a second thread-local lookup.
+    tid: Cell<u32>,
 }
 
 impl HookThread {
@@ -60,12 +63,29 @@ impl HookThread {
     pub(crate) fn set_mode(&self, mode: HookMode) -> HookMode {
         self.mode.replace(mode)
     }
+
+    /// The thread's id ([`super::thread_id::current`]).
+    #[inline(always)]
+    pub(crate) fn tid(&self) -> u32 {
+        match self.tid.get() {
+            0 => {
+                let tid = super::thread_id::current();
+                self.tid.set(tid);
+                tid
+            }
+            tid => tid,
+        }
+    }
 }
 
 thread_local! {
     // Const-initialised: touching it never allocates.
     static THREAD: HookThread = const {
-        HookThread { mode: Cell::new(HookMode::Idle), capture: RefCell::new(ThreadCapture::EMPTY) }
+        HookThread {
+            mode: Cell::new(HookMode::Idle),
+            capture: RefCell::new(ThreadCapture::EMPTY),
+            tid: Cell::new(0),
+        }
     };
 }
 

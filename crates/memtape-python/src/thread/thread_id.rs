@@ -24,7 +24,15 @@ pub(crate) fn current() -> u32 {
 /// Nanoseconds since the Unix epoch (0 if the clock is before it).
 #[inline]
 pub(crate) fn now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid, writable timespec; CLOCK_REALTIME always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut t) };
+    // Both fields are non-negative after the epoch; before it, 0 (as documented).
+    match (u64::try_from(t.tv_sec), u64::try_from(t.tv_nsec)) {
+        (Ok(s), Ok(ns)) => s.saturating_mul(1_000_000_000).saturating_add(ns),
+        _ => 0,
+    }
 }

@@ -1,0 +1,122 @@
+//! The event recorder's clock: a tick count on the hot path, wall time when events are
+//! read.
+//!
+//! Where the kernel itself keeps time with the CPU's invariant time-stamp counter
+//! (x86-64, clocksource `tsc`: the kernel checked that the counters of all CPUs agree and
+//! switches away when they do not), a tick is one `rdtsc`, about 11 ns on the 2-core VM
+//! against 30 ns for `CLOCK_REALTIME` through the vDSO (which adds a fence, a sequence
+//! lock and the conversion). Elsewhere a tick is a nanosecond of `CLOCK_REALTIME`.
+//!
+//! Each recording fixes its conversion when it starts, so that reading its events twice
+//! gives the same times: the wall time read with the ticks at its start, plus ticks at the
+//! counter's rate, measured between the first anchor of the process and the recording's
+//! start (at least [`CALIBRATION_NS`] apart: the first recording of a process waits for
+//! that once). Resolution stays below a nanosecond; the event ring keeps times in ring
+//! order and the conversion is increasing, so the viewer's `time_us` never goes back.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+use memtape_core::{ClockAnchor, TickScale};
+
+use crate::thread::thread_id;
+
+const UNDECIDED: u8 = 0;
+const TSC: u8 = 1;
+const REALTIME: u8 = 2;
+
+/// The shortest span over which the counter's rate is measured.
+const CALIBRATION_NS: u64 = 5_000_000;
+
+/// The first anchor of the process, read when the source was decided.
+static FIRST: OnceLock<ClockAnchor> = OnceLock::new();
+
+/// What a tick is; decided once, before the first recording starts, and never changed
+/// (so that every kept event counts in the same ticks).
+static SOURCE: AtomicU8 = AtomicU8::new(UNDECIDED);
+
+/// The current tick count.
+#[inline(always)]
+pub(crate) fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if SOURCE.load(Ordering::Relaxed) == TSC {
+        // SAFETY: `rdtsc` has no preconditions; it is used only where the kernel keeps
+        // time with an invariant, synchronized counter (see `decide`).
+        return unsafe { core::arch::x86_64::_rdtsc() };
+    }
+    thread_id::now_ns()
+}
+
+/// Decides what a tick is (once per process). Call before any event is recorded.
+pub(crate) fn decide() {
+    if SOURCE.load(Ordering::Acquire) == UNDECIDED {
+        let source = if tsc_keeps_time() { TSC } else { REALTIME };
+        let _ = SOURCE.compare_exchange(UNDECIDED, source, Ordering::AcqRel, Ordering::Acquire);
+    }
+    FIRST.get_or_init(anchor);
+}
+
+/// Whether the counter is invariant (CPUID) and the kernel keeps time with it.
+#[cfg(target_arch = "x86_64")]
+fn tsc_keeps_time() -> bool {
+    if std::env::var_os("MEMTAPE_EVENT_CLOCK").is_some_and(|v| v == "realtime") {
+        return false;
+    }
+    // Leaf 0x8000_0000 reports the highest extended leaf, checked before 0x8000_0007.
+    // (`__cpuid` is a safe function on recent Rust, unsafe on the oldest we support.)
+    #[allow(unused_unsafe)]
+    // SAFETY: CPUID exists on every x86-64 CPU and has no preconditions.
+    let invariant = unsafe {
+        core::arch::x86_64::__cpuid(0x8000_0000).eax >= 0x8000_0007
+            && core::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) != 0
+    };
+    invariant
+        && std::fs::read_to_string(
+            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+        )
+        .is_ok_and(|s| s.trim() == "tsc")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn tsc_keeps_time() -> bool {
+    false
+}
+
+/// Ticks and wall time read together: the ticks halfway through the wall-clock read, of
+/// the tightest of three tries (a thread preempted in between would skew the pair).
+pub(crate) fn anchor() -> ClockAnchor {
+    let mut best = (u64::MAX, ClockAnchor { ticks: 0, ns: 0 });
+    for _ in 0..3 {
+        let before = ticks();
+        let ns = thread_id::now_ns();
+        let window = ticks().saturating_sub(before);
+        if window < best.0 {
+            let ticks = before + window / 2;
+            best = (window, ClockAnchor { ticks, ns });
+        }
+    }
+    best.1
+}
+
+/// The conversion of a recording starting now (after [`decide`]): its start anchor and
+/// the counter's rate since the process's first anchor, waiting until that span is at
+/// least [`CALIBRATION_NS`] long.
+pub(crate) fn recording_scale() -> TickScale {
+    if SOURCE.load(Ordering::Relaxed) != TSC {
+        return TickScale::Identity;
+    }
+    let first = *FIRST.get_or_init(anchor);
+    let start = loop {
+        let now = anchor();
+        if now.ns.saturating_sub(first.ns) >= CALIBRATION_NS || now.ns < first.ns {
+            break now;
+        }
+        std::hint::spin_loop();
+    };
+    // The same rate as from `first` to `start`, laid from `start`.
+    let end = ClockAnchor {
+        ticks: start.ticks + start.ticks.saturating_sub(first.ticks),
+        ns: start.ns + start.ns.saturating_sub(first.ns),
+    };
+    TickScale::Linear { start, end }
+}

@@ -10,6 +10,8 @@ from typing import Any
 
 import memtape
 import pytest
+from child_python import describe
+from memtape_cli import python
 from source_lines import line_of
 
 HERE = Path(__file__)
@@ -238,3 +240,33 @@ def test_capture_traceback_is_zero_when_not_recording() -> None:
     assert memtape.capture_traceback() == 0
     memtape.record_memory_events(True, 10)
     assert memtape.capture_traceback() != 0
+
+
+FORKED_CHILD_EVENTS = """
+import json, os, threading
+import memtape
+
+memtape.record_memory_events(True, 1000)
+before = bytearray(50_000)  # the parent's thread id is cached now
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    memtape.record_memory_events(True, 1000)
+    block = bytearray(70_000)
+    threads = {e["thread"] for e in memtape.get_memory_events() if e["size"] >= 70_000}
+    os.write(write, json.dumps([threading.get_native_id(), sorted(threads)]).encode())
+    os._exit(0)
+os.close(write)
+child, threads = json.loads(os.read(read, 10_000))
+os.waitpid(pid, 0)
+assert child != threading.get_native_id()
+assert threads == [child], (threads, child, threading.get_native_id())
+print("ok")
+"""
+
+
+def test_a_forked_childs_events_carry_its_own_thread_id(tmp_path: Path) -> None:
+    script = tmp_path / "forked.py"
+    script.write_text(FORKED_CHILD_EVENTS, encoding="utf-8")
+    result = python(script)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", describe(result)

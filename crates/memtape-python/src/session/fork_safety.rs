@@ -36,6 +36,11 @@ extern "C" fn after_in_parent() {
 }
 
 extern "C" fn after_in_child() {
+    // The child's thread has its own id; the cached one is the forking parent thread's.
+    crate::thread::thread_id::forget();
+    if let Some(t) = hook_mode::thread() {
+        t.forget_tid();
+    }
     RECORDER.release_after_fork();
     crate::sinks::flusher_wake::after_fork();
     // The only thread left is this one: locking cannot wait. A capture file belongs to

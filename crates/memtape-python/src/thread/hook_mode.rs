@@ -64,6 +64,11 @@ impl HookThread {
         self.mode.replace(mode)
     }
 
+    /// Forgets the cached thread id (in a forked child, see [`super::thread_id::forget`]).
+    pub(crate) fn forget_tid(&self) {
+        self.tid.set(0);
+    }
+
     /// The thread's id ([`super::thread_id::current`]).
     #[inline(always)]
     pub(crate) fn tid(&self) -> u32 {

@@ -21,6 +21,12 @@ pub(crate) fn current() -> u32 {
     })
 }
 
+/// Forgets the cached id: a forked child's only thread has an id of its own (`fork`
+/// copies the parent thread's cache with it).
+pub(crate) fn forget() {
+    let _ = TID.try_with(|t| t.set(0));
+}
+
 /// Nanoseconds since the Unix epoch (0 if the clock is before it).
 #[inline]
 pub(crate) fn now_ns() -> u64 {

@@ -12,10 +12,10 @@ Usage: python benchmarks/alloc_instructions.py [--rows N] [--keep DIR]
 from __future__ import annotations
 
 import argparse
-import re
-import subprocess
 import sys
 from pathlib import Path
+
+from capture_instructions import instructions
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -40,27 +40,6 @@ sys.path.insert(0, {workloads!r})
 import alloc_heavy
 {start}alloc_heavy.main(rows={rows}, rounds=1)
 {stop}"""
-
-
-def instructions(code: str, out_file: str) -> int:
-    """Instructions callgrind counts for `code` run by this interpreter (all threads)."""
-    out = subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out_file}",
-            sys.executable,
-            "-c",
-            code,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stderr
-    found = re.search(r"Collected : (\d+)", out)
-    if found is None:
-        raise RuntimeError(out)
-    return int(found.group(1))
 
 
 def main() -> int:

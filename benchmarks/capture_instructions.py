@@ -51,13 +51,14 @@ if nframe:
 """
 
 
-def instructions(code: str) -> int:
-    """Instructions callgrind counts for `code` run by this interpreter (all threads)."""
+def instructions(code: str, out_file: str = "/dev/null") -> int:
+    """Instructions callgrind counts for `code` run by this interpreter (all threads);
+    callgrind's profile goes to `out_file`."""
     out = subprocess.run(
         [
             "valgrind",
             "--tool=callgrind",
-            "--callgrind-out-file=/dev/null",
+            f"--callgrind-out-file={out_file}",
             sys.executable,
             "-c",
             code,

@@ -27,6 +27,10 @@ pub(crate) struct CaptureSink {
     start: Instant,
     last_time_ns: u64,
     tick: u32,
+    /// The flusher was woken for the block being filled: further events leave it be (a
+    /// wake-up is a system call, and each one made the flusher fight the hooks for the
+    /// recorder lock).
+    flusher_woken: bool,
     /// Stack nodes `1..=resolved_upto` have been written as Stack records.
     resolved_upto: usize,
     strings: FxHashMap<String, u32>,
@@ -50,6 +54,7 @@ impl CaptureSink {
             start: Instant::now(),
             last_time_ns: 0,
             tick: 0,
+            flusher_woken: false,
             resolved_upto: 0,
             strings: FxHashMap::default(),
             frames: FxHashMap::default(),
@@ -119,8 +124,8 @@ impl CaptureSink {
         self.clock();
         self.encoder.alloc(domain, addr, size, stack);
         self.events += 1;
-        if self.encoder.len() >= BLOCK_TARGET {
-            wake_flusher();
+        if self.encoder.len() >= BLOCK_TARGET && !self.flusher_woken {
+            self.flusher_woken = wake_flusher();
         }
     }
 
@@ -142,6 +147,7 @@ impl CaptureSink {
             return None;
         }
         let block = self.encoder.take();
+        self.flusher_woken = false;
         let ns = self.start.elapsed().as_nanos() as u64;
         self.encoder.time(ns);
         self.last_time_ns = ns;
@@ -211,4 +217,35 @@ pub(crate) enum Resolved {
     Python(String, String, u32),
     /// Return address, and the loaded object holding it.
     Native(u64, Option<LoadedModule>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sinks::flusher_wake::posted;
+
+    /// Allocations of 64 bytes at distinct addresses until the block being filled holds
+    /// at least `BLOCK_TARGET` bytes, plus `extra` more.
+    fn fill(sink: &mut CaptureSink, next: &mut u64, extra: usize) {
+        while sink.encoder.len() < BLOCK_TARGET {
+            sink.alloc(0, *next, 64, 1);
+            *next += 0x1_0000;
+        }
+        for _ in 0..extra {
+            sink.alloc(0, *next, 64, 1);
+            *next += 0x1_0000;
+        }
+    }
+
+    #[test]
+    fn a_full_block_wakes_the_flusher_once() {
+        let mut sink = CaptureSink::new(0);
+        let mut next = 0x10_0000;
+        let before = posted();
+        fill(&mut sink, &mut next, 10_000);
+        assert_eq!(posted() - before, 1, "one wake-up per full block");
+        assert!(sink.take_block().is_some());
+        fill(&mut sink, &mut next, 10_000);
+        assert_eq!(posted() - before, 2, "the next block wakes it again");
+    }
 }

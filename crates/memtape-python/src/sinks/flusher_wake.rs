@@ -2,7 +2,17 @@
 //! waits on it between looks. Held across `fork()` so that a child never inherits it
 //! locked.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Wake-ups posted so far (for tests: one per full block, not one per event).
+static POSTED: AtomicU64 = AtomicU64::new(0);
+
+/// How many wake-ups [`wake_flusher`] has posted in this process.
+#[cfg(test)]
+pub(crate) fn posted() -> u64 {
+    POSTED.load(Ordering::Relaxed)
+}
 
 /// What the flusher waits on: `(work to do, stop)`.
 pub(crate) struct Wake {
@@ -22,11 +32,18 @@ pub(crate) fn wake() -> &'static Arc<Wake> {
     })
 }
 
-/// Wakes the flusher early (never waits: a busy flag means it is awake anyway).
-pub(crate) fn wake_flusher() {
-    if let Ok(mut f) = wake().flag.try_lock() {
-        f.0 = true;
-        wake().cond.notify_one();
+/// Wakes the flusher early (never waits: a busy flag means it is awake anyway). Returns
+/// whether the wake-up was posted; when not, the caller may try again later (the flusher
+/// also looks by itself every few milliseconds).
+pub(crate) fn wake_flusher() -> bool {
+    match wake().flag.try_lock() {
+        Ok(mut f) => {
+            f.0 = true;
+            wake().cond.notify_one();
+            POSTED.fetch_add(1, Ordering::Relaxed);
+            true
+        }
+        Err(_) => false,
     }
 }
 

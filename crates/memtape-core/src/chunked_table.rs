@@ -82,7 +82,7 @@ impl ChunkedTable {
     }
 
     /// Stores a block; returns the `(size, stack)` it replaces.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn insert(
         &mut self,
         addr: u64,
@@ -95,7 +95,7 @@ impl ChunkedTable {
     }
 
     /// Stores a block with a tag; returns the `(size, stack, tag)` it replaces.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn insert_tagged(
         &mut self,
         addr: u64,
@@ -127,14 +127,14 @@ impl ChunkedTable {
 
     /// Forgets a block (`addr` must start a granule); returns its `(size, stack)` if it
     /// was live.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn remove(&mut self, addr: u64) -> Option<(u64, StackId)> {
         self.remove_tagged(addr)
             .map(|(size, stack, _)| (size, stack))
     }
 
     /// [`remove`](Self::remove), with the block's tag.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn remove_tagged(&mut self, addr: u64) -> Option<(u64, StackId, u16)> {
         debug_assert!(is_granule(addr));
         let (key, slot) = split(addr);
@@ -166,6 +166,7 @@ impl ChunkedTable {
         })
     }
 
+    #[cold]
     fn new_chunk(&mut self, key: u64) -> Result<u32, TableFull> {
         let i = u32::try_from(self.chunks.len()).map_err(|_| TableFull)?;
         let mut slots = Vec::new();

@@ -86,8 +86,9 @@ impl LiveTable {
     /// same size class. A block resized in place across the small-block threshold must be
     /// removed first (the recorder's realloc path does): checking the other table on every
     /// insert would cost a failed probe per allocation. Returns the replaced entry. `addr`
-    /// 0 is ignored.
-    #[inline]
+    /// 0 is ignored. Always inlined, like [`LiveTable::remove`]: every traced allocation
+    /// calls it.
+    #[inline(always)]
     pub fn insert(
         &mut self,
         domain: u32,

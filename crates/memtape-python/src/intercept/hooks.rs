@@ -16,6 +16,7 @@ use memtape_core::{Action, EMPTY_STACK};
 
 use crate::cpython::thread_state;
 use crate::record::recorder::{hooks_active, Attribution, HEAP_EVENTS, RECORDER};
+use crate::record::repeat_alloc::record_repeat_alloc;
 use crate::record::{capture, event_clock, op_context};
 use crate::thread::hook_mode::{self, HookMode, HookThread};
 use crate::thread::thread_id;
@@ -141,6 +142,20 @@ pub(crate) fn record_alloc(
     }
 }
 
+/// Records a block just allocated in the Python domain (not a realloc): the stack of the
+/// thread's last capture when it is unchanged, else the general path.
+#[inline(always)]
+fn record_new_block(
+    thread: &HookThread,
+    tstate: *mut pyo3::ffi::PyThreadState,
+    block: *mut c_void,
+    size: usize,
+) {
+    if !record_repeat_alloc(thread, tstate, block as u64, size as u64) {
+        record_alloc(thread, PYTHON_DOMAIN, tstate, block, size, ptr::null_mut());
+    }
+}
+
 /// Forgets a block of `domain` that is being freed.
 #[inline]
 pub(crate) fn record_free(
@@ -151,6 +166,12 @@ pub(crate) fn record_free(
 ) {
     // Events record where a block was freed; memtape's own frees have no user stack.
     let at = attribution(thread);
+    if at.is_none() && !crate::record::native_state::ACTIVE.load(Ordering::Relaxed) {
+        // No walk, and no native hook that a signal handler could reach while the block
+        // is forgotten: the thread's mode needs no guard.
+        forget_block(domain, block, None, None);
+        return;
+    }
     let idle = thread.is_some_and(|t| t.mode() == HookMode::Idle);
     // While this thread walks and records, a native hook reached from a signal handler
     // that interrupts it passes straight through (the walk's buffers and the recorder
@@ -167,7 +188,7 @@ pub(crate) fn record_free(
 }
 
 /// The locked part of [`record_free`].
-#[inline]
+#[inline(always)]
 fn forget_block(
     domain: u32,
     block: *mut c_void,
@@ -236,14 +257,7 @@ extern "C" fn hook_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
     recorded(t, || {
         let block = malloc(w.ctx, size);
         if !block.is_null() {
-            record_alloc(
-                t,
-                PYTHON_DOMAIN,
-                tstate_for(s),
-                block,
-                size,
-                ptr::null_mut(),
-            );
+            record_new_block(t, tstate_for(s), block, size);
         }
         block
     })
@@ -261,15 +275,7 @@ extern "C" fn hook_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut
     recorded(t, || {
         let block = calloc(w.ctx, nelem, elsize);
         if !block.is_null() {
-            let size = nelem.saturating_mul(elsize);
-            record_alloc(
-                t,
-                PYTHON_DOMAIN,
-                tstate_for(s),
-                block,
-                size,
-                ptr::null_mut(),
-            );
+            record_new_block(t, tstate_for(s), block, nelem.saturating_mul(elsize));
         }
         block
     })

@@ -8,4 +8,5 @@ pub(crate) mod framework_events;
 pub(crate) mod native_state;
 pub(crate) mod op_context;
 pub(crate) mod recorder;
+pub(crate) mod repeat_alloc;
 pub(crate) mod spin_lock;

@@ -218,11 +218,13 @@ impl Recorder {
     /// Takes the references that interning without the GIL left for later, when the GIL is
     /// held. Returns whether every code object in the stacks is referenced now (false
     /// while interning without the GIL with some pending).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn reference_pending_codes(&mut self) -> bool {
-        if self.unreferenced_codes.is_empty() {
-            return true;
-        }
+        self.unreferenced_codes.is_empty() || self.reference_pending_codes_now()
+    }
+
+    #[cold]
+    fn reference_pending_codes_now(&mut self) -> bool {
         if self.without_gil {
             return false;
         }

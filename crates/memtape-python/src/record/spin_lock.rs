@@ -82,9 +82,22 @@ impl<T> SpinLock<T> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn lock(&self) -> SpinGuard<'_, T> {
         let me = thread_token();
+        if self
+            .locked
+            .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_contended(me);
+        }
+        SpinGuard { lock: self }
+    }
+
+    /// Waits for the lock held by another thread (or for a spurious failure to pass).
+    #[cold]
+    fn lock_contended(&self, me: usize) {
         let mut spins = 0u32;
         while self
             .locked
@@ -98,7 +111,6 @@ impl<T> SpinLock<T> {
                 std::thread::yield_now();
             }
         }
-        SpinGuard { lock: self }
     }
 
     /// Like [`SpinLock::lock`], but `None` when the calling thread holds the lock already:

@@ -244,3 +244,114 @@ def test_same_innermost_frame_at_the_same_instruction_from_other_callers() -> No
             assert callers_of(block, 2) == [line_of(resumer, 1), line_of(yield_blocks, 2)], i
     finally:
         tm.stop()
+
+
+def two_lines(size: int) -> tuple[bytes, bytes]:
+    first = bytes(size)
+    second = bytes(size + 4)
+    return first, second
+
+
+def two_other_lines(size: int) -> tuple[bytes, bytes]:
+    first = bytes(size)
+    second = bytes(size + 4)
+    return first, second
+
+
+def one_call_site(fn: Callable[[int], tuple[bytes, bytes]], size: int) -> tuple[bytes, bytes]:
+    return fn(size)
+
+
+def via_a(fn: Callable[[int], tuple[bytes, bytes]], size: int) -> tuple[bytes, bytes]:
+    return one_call_site(fn, size)
+
+
+def via_b(fn: Callable[[int], tuple[bytes, bytes]], size: int) -> tuple[bytes, bytes]:
+    return one_call_site(fn, size)
+
+
+def test_the_next_line_of_a_frame_that_may_be_another_one() -> None:
+    """Allocations at two lines of one frame: the second is the first's stack with the
+    innermost frame moved on. Between pairs, the frame at that address is a new one, run
+    from one call site whose own caller alternates, and running one of two functions: a
+    capture that only compared the innermost frame's address and caller would put blocks
+    on the wrong function's lines or under the wrong caller."""
+    plan = [((via_a, via_b)[i % 2], (two_lines, two_other_lines)[(i // 2) % 2]) for i in range(400)]
+    sizes = [700_001 + 16 * i for i in range(400)]
+    pairs: list[tuple[bytes, bytes]] = []
+    tm.start(25)
+    try:
+        for (via, fn), size in zip(plan, sizes, strict=True):
+            pairs.append(via(fn, size))
+        file = two_lines.__code__.co_filename
+
+        def line_of(fn: Callable[..., object], offset: int) -> str:
+            return f"{file}:{fn.__code__.co_firstlineno + offset}"
+
+        for i, ((via, fn), (first, second)) in enumerate(zip(plan, pairs, strict=True)):
+            outer = [line_of(via, 1), line_of(one_call_site, 1)]
+            assert callers_of(first, 3) == [*outer, line_of(fn, 1)], i
+            assert callers_of(second, 3) == [*outer, line_of(fn, 2)], i
+    finally:
+        tm.stop()
+
+
+def with_cell(size: int) -> Callable[[], bytes]:
+    block = bytes(size)
+
+    def inner() -> bytes:
+        return block
+
+    return inner
+
+
+def with_other_cell(size: int) -> Callable[[], bytes]:
+    other = bytes(size)
+
+    def inner() -> bytes:
+        return other
+
+    return inner
+
+
+def closures_at_one_call_site(sizes: list[int]) -> list[Callable[[], bytes]]:
+    """One closure per size, made by each function twice in turn, from one call instruction
+    (the loop allocates nothing else: small ints are cached, the list is made first)."""
+    makers = (with_cell, with_other_cell)
+    out: list[Callable[[], bytes]] = [with_cell] * len(sizes)
+    for i in range(len(sizes)):
+        out[i] = makers[i // 2 % 2](sizes[i])
+    return out
+
+
+def cell_tracebacks(module: object) -> list[list[tuple[str, int]]]:
+    """Where each closure's cell was allocated, as tracer `module` reports it. Each cell is
+    made before its function's first traceable instruction, in a frame at the same address
+    as the last allocation's, under the same caller at the same instruction, the frame
+    before running the same code or the other function."""
+    sizes = [900_001 + 16 * i for i in range(200)]
+    module.start(25)  # type: ignore[attr-defined]
+    try:
+        closures = closures_at_one_call_site(sizes)
+        out = []
+        for fn in closures:
+            assert fn.__closure__ is not None
+            tb = module.get_object_traceback(fn.__closure__[0])  # type: ignore[attr-defined]
+            assert tb is not None
+            out.append([(f.filename, f.lineno) for f in tb][-2:])
+        return out
+    finally:
+        module.stop()  # type: ignore[attr-defined]
+
+
+def test_an_allocation_before_the_first_traceable_instruction_of_a_new_frame() -> None:
+    """A closure cell is allocated while its frame is still incomplete: like the stdlib,
+    the traceback must end at the caller's line, although the last allocation was made in
+    a complete frame at the same address under the same caller."""
+    import tracemalloc as stdlib
+
+    expected = cell_tracebacks(stdlib)
+    assert cell_tracebacks(tm) == expected
+    # The stdlib leaves the incomplete frame out: the innermost line is the caller's.
+    code = closures_at_one_call_site.__code__
+    assert {tb[-1] for tb in expected} == {(code.co_filename, code.co_firstlineno + 6)}

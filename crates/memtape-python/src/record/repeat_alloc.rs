@@ -1,7 +1,8 @@
-//! The commonest allocation, recorded without the general capture: a Python-heap block
-//! allocated by a thread whose stack is exactly the one of its last capture (C code under
-//! one Python line allocating again), while only tracemalloc or a capture file follows the
-//! heap (no events, no native stacks).
+//! The commonest allocations, recorded without the general capture: a Python-heap block
+//! allocated by a thread whose stack is the one of its last capture (C code under one
+//! Python line allocating again), or that stack with its innermost frame at another
+//! instruction (the next line of the same function), while only tracemalloc or a capture
+//! file follows the heap (no events, no native stacks).
 //!
 //! It does what [`crate::record::capture::walk`], `intern_walked` and
 //! [`crate::intercept::hooks::record_alloc`] do on that path, in one piece: the same checks
@@ -12,6 +13,7 @@
 
 use std::sync::atomic::Ordering;
 
+use memtape_core::EMPTY_STACK;
 use pyo3::ffi;
 
 use crate::cpython::frames;
@@ -20,8 +22,9 @@ use crate::record::recorder::{GENERATION, HEAP_EVENTS, RECORDER};
 use crate::thread::hook_mode::HookThread;
 
 /// Records the new block `block` of `size` bytes in the Python domain when the calling
-/// thread's stack is the one it captured last; false when that is not known to be so,
-/// and nothing was recorded (the caller then takes the general path).
+/// thread's stack is the one it captured last, or that one with its innermost frame moved
+/// on; false when that is not known to be so, and nothing was recorded (the caller then
+/// takes the general path).
 ///
 /// `thread` must be the calling thread's hook state, and `tstate` its thread state with
 /// the GIL held, or null (then false).
@@ -52,9 +55,11 @@ pub(crate) fn record_repeat_alloc(
     // SAFETY: `tstate` is this thread's state with the GIL held (caller), or null; `last`
     // and the chain come from this thread's last complete walk, whose code objects are
     // referenced in the current generation (checked just above), as `walk` requires.
-    if !unsafe { frames::innermost_unchanged(tstate, last, &cap.chain) } {
-        return false;
-    }
+    let moved = match unsafe { frames::innermost_state(tstate, last, &cap.chain) } {
+        frames::Innermost::Unchanged => None,
+        frames::Innermost::Moved(frame, innermost) => Some((frame, innermost)),
+        frames::Innermost::Changed => return false,
+    };
     let mut guard = RECORDER.lock();
     let Some(rec) = guard.as_mut() else {
         return false;
@@ -62,6 +67,22 @@ pub(crate) fn record_repeat_alloc(
     if rec.generation != cap.generation || !rec.follows_heap() {
         return false;
     }
+    let stack = match moved {
+        None => stack,
+        Some((frame, innermost)) => {
+            // The last stack's caller part, then this frame: what `intern_walked` interns
+            // when a walk reaches the unchanged chain right past the innermost frame.
+            let n = cap.ids.len();
+            let parent = if n >= 2 { cap.ids[n - 2] } else { EMPTY_STACK };
+            let Some(id) = rec.intern_frame(parent, frame.code, frame.lasti) else {
+                return false;
+            };
+            cap.frames[n - 1] = frame;
+            cap.ids[n - 1] = id;
+            cap.last_innermost = Some(innermost);
+            id
+        }
+    };
     if !rec.reference_pending_codes() {
         // As `intern_walked` does: the next walk must not trust a chain whose code
         // objects are not all referenced.

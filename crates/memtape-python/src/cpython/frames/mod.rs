@@ -100,12 +100,28 @@ pub(crate) struct Walk {
 }
 
 /// The innermost physical frame of a walk, as read: its address, instruction pointer and
-/// caller.
+/// caller, its code object and the first instruction address at which a frame of that
+/// code is complete (past its first traceable instruction).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct InnermostFrame {
     pub(crate) addr: usize,
     instr: usize,
     pub(crate) caller: usize,
+    code: usize,
+    complete_from: usize,
+}
+
+/// What [`innermost_state`] found.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Innermost {
+    /// The stack of the last walk, exactly.
+    Unchanged,
+    /// The last walk's stack but for its innermost frame, which is the same frame (same
+    /// address, caller and code object, callers unchanged) at another instruction: that
+    /// frame as it is now, and what the next check compares.
+    Moved(RawFrame, InnermostFrame),
+    /// Something else: walk.
+    Changed,
 }
 
 /// How many physical frames past the innermost one may be walked while still looking for
@@ -158,45 +174,84 @@ unsafe fn chain_unchanged(chain: &[ChainFrame], p: usize) -> bool {
     })
 }
 
-/// Whether `tstate`'s stack is exactly the one walked last: its innermost physical frame
-/// is `last` (same address, same instruction pointer, same caller), and `chain`, whose
-/// innermost entry is that caller, is unchanged (see [`chain_unchanged`]). An equal
-/// instruction pointer means the same code object at the same offset, as long as the last
-/// walk's code objects are alive, and the same offset past the first traceable
-/// instruction means the frame is complete again, whoever owns it.
+/// How `tstate`'s stack relates to the one walked last, judged from its innermost
+/// physical frame and `chain` (whose innermost entry is that frame's caller, see
+/// [`chain_unchanged`]).
+///
+/// The same frame address, caller and instruction pointer, with the chain unchanged, is
+/// the same stack: an equal instruction pointer means the same code object at the same
+/// offset while the last walk's code objects are alive, and the same offset past the first
+/// traceable instruction means the frame is complete again, whoever owns it.
+///
+/// The same address, caller and code object at another instruction, still past the first
+/// traceable one, with the chain unchanged, is the same stack but for that frame's offset:
+/// whether it is the same activation or a new one its caller made from the same call
+/// site, a walk would read the same callers and this frame as it is now.
 ///
 /// # Safety
-/// As for [`walk`] (`tstate` may be null: false), with `chain` and the code objects of
-/// `last` under the same guarantee as the chain's.
+/// As for [`walk`] (`tstate` may be null: [`Innermost::Changed`]), with `chain` and the
+/// code objects of `last` under the same guarantee as the chain's.
+#[inline]
+pub(crate) unsafe fn innermost_state(
+    tstate: *mut ffi::PyThreadState,
+    last: InnermostFrame,
+    chain: &[ChainFrame],
+) -> Innermost {
+    if tstate.is_null() {
+        return Innermost::Changed;
+    }
+    let Some(p) = chain.len().checked_sub(1) else {
+        return Innermost::Changed;
+    };
+    let l = &LAYOUT;
+    // SAFETY: the caller's live thread state of this thread, whose frames cannot change
+    // while we read them (see `walk`); `frame` is its current innermost frame, and
+    // `chain[p]` is its live caller once `caller` is seen to equal it
+    // (`chain_unchanged`'s precondition).
+    unsafe {
+        let frame = innermost_frame(tstate);
+        if frame as usize != last.addr {
+            return Innermost::Changed;
+        }
+        let (instr, caller): (usize, usize) =
+            (read(frame, l.frame_instr), read(frame, l.frame_previous));
+        if caller != last.caller || chain[p].addr != caller {
+            return Innermost::Changed;
+        }
+        if instr == last.instr {
+            return if chain_unchanged(chain, p) {
+                Innermost::Unchanged
+            } else {
+                Innermost::Changed
+            };
+        }
+        let code: usize = read(frame, l.frame_code);
+        if code != last.code || instr < last.complete_from || !chain_unchanged(chain, p) {
+            return Innermost::Changed;
+        }
+        let raw = RawFrame {
+            code,
+            lasti: ((instr - (code + l.code_adaptive)) / 2) as i32,
+        };
+        Innermost::Moved(raw, InnermostFrame { instr, ..last })
+    }
+}
+
+/// Whether `tstate`'s stack is exactly the one walked last ([`innermost_state`]).
+///
+/// # Safety
+/// As for [`innermost_state`].
 #[inline]
 pub(crate) unsafe fn innermost_unchanged(
     tstate: *mut ffi::PyThreadState,
     last: InnermostFrame,
     chain: &[ChainFrame],
 ) -> bool {
-    if tstate.is_null() {
-        return false;
-    }
-    let Some(p) = chain.len().checked_sub(1) else {
-        return false;
-    };
-    let l = &LAYOUT;
-    // SAFETY: the caller's live thread state of this thread, whose frames cannot change
-    // while we read them (see `walk`); `frame` is its current innermost frame.
-    unsafe {
-        let frame = innermost_frame(tstate);
-        if frame as usize != last.addr {
-            return false;
-        }
-        let (instr, caller): (usize, usize) =
-            (read(frame, l.frame_instr), read(frame, l.frame_previous));
-        // `chain[p]` is the live caller of the live innermost frame: `chain_unchanged`'s
-        // precondition.
-        instr == last.instr
-            && caller == last.caller
-            && chain[p].addr == caller
-            && chain_unchanged(chain, p)
-    }
+    // SAFETY: the caller's guarantees are `innermost_state`'s.
+    matches!(
+        unsafe { innermost_state(tstate, last, chain) },
+        Innermost::Unchanged
+    )
 }
 
 /// The innermost frame of `tstate`'s chain, null when it has none.
@@ -422,6 +477,8 @@ pub(crate) unsafe fn walk(
                         addr: frame as usize,
                         instr: instr as usize,
                         caller: next as usize,
+                        code: code as usize,
+                        complete_from: start as usize + 2 * first_traceable as usize,
                     });
                 }
             }

@@ -93,23 +93,51 @@ impl ThreadCapture {
         id
     }
 
+    /// The stack id of a stack found repeated from the innermost frame alone (`found`, see
+    /// [`frames::innermost_state`]), interned in `rec`: the last capture's stack, or its
+    /// caller part and the moved innermost frame. `None` when the ids are not those of the
+    /// recorder's generation or not complete (or the table is full): the general path.
+    /// The chain and `last_innermost` stay what `commit_chain` would keep, unless a code
+    /// object is still unreferenced.
+    #[inline(always)]
+    pub(crate) fn intern_repeat(
+        &mut self,
+        rec: &mut Recorder,
+        found: frames::Innermost,
+    ) -> Option<StackId> {
+        let n = self.ids.len();
+        if self.generation != rec.generation || n != self.frames.len() || n == 0 {
+            return None;
+        }
+        let id = match found {
+            frames::Innermost::Unchanged => self.ids[n - 1],
+            frames::Innermost::Moved(frame, innermost) => {
+                // What the general path interns when the walk reaches the unchanged chain
+                // right past the innermost frame.
+                let parent = if n >= 2 { self.ids[n - 2] } else { EMPTY_STACK };
+                let id = rec.intern_frame(parent, frame.code, frame.lasti)?;
+                self.frames[n - 1] = frame;
+                self.ids[n - 1] = id;
+                self.last_innermost = Some(innermost);
+                id
+            }
+            frames::Innermost::Changed => return None,
+        };
+        if !rec.reference_pending_codes() {
+            self.chain.clear();
+            self.last_innermost = None;
+        }
+        Some(id)
+    }
+
     fn intern_walked(&mut self, rec: &mut Recorder) -> StackId {
+        if let Some(id) = self.intern_repeat(rec, self.found) {
+            return id;
+        }
         if self.generation != rec.generation {
             // The frames stay valid (they are what is on the stack); their ids do not.
             self.ids.clear();
             self.generation = rec.generation;
-        }
-        if self.unchanged && self.ids.len() == self.frames.len() {
-            // The stack of the last capture, in the same generation: its id. The chain and
-            // `last_innermost` stay as they are (what `commit_chain` would keep), unless
-            // a code object is still unreferenced.
-            if let Some(&id) = self.ids.last() {
-                if !rec.reference_pending_codes() {
-                    self.chain.clear();
-                    self.last_innermost = None;
-                }
-                return id;
-            }
         }
         let n = self.walked.len();
         let (same, new) = match self.outcome {
@@ -273,17 +301,30 @@ pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState)
                     cap.chain.clear();
                     cap.last_innermost = None;
                 }
+                cap.found = frames::Innermost::Changed;
                 if let Some(last) = cap.last_innermost {
                     // SAFETY: as for `frames::walk` below; `last` was read by this
                     // thread's last complete walk, whose code objects are referenced in
                     // the current generation (checked just above) like the chain's.
-                    if unsafe { frames::innermost_unchanged(tstate, last, &cap.chain) } {
-                        // The stack `frames` holds, with its chain as it is.
-                        cap.unchanged = true;
+                    let found = unsafe { frames::innermost_state(tstate, last, &cap.chain) };
+                    let p = cap.chain.len().wrapping_sub(1);
+                    // What a walk would have found (for the general path, should the
+                    // ids turn out stale): the chain reused from its innermost entry,
+                    // inside it nothing new, or the moved frame.
+                    let outcome = match found {
+                        frames::Innermost::Unchanged => Some((cap.frames.len(), last)),
+                        frames::Innermost::Moved(frame, innermost) => {
+                            cap.walked.push(frame);
+                            Some((cap.chain[p].included as usize, innermost))
+                        }
+                        frames::Innermost::Changed => None,
+                    };
+                    if let Some((same, innermost)) = outcome {
+                        cap.found = found;
                         cap.outcome = frames::Walk {
-                            same: Some(cap.frames.len()),
-                            reused: cap.chain.len().checked_sub(1),
-                            innermost: Some(last),
+                            same: Some(same),
+                            reused: Some(p),
+                            innermost: Some(innermost),
                         };
                         return Walked {
                             thread,
@@ -292,7 +333,6 @@ pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState)
                         };
                     }
                 }
-                cap.unchanged = false;
                 // SAFETY: the caller passes this thread's own thread state, with the GIL or
                 // from C code that released it (its frames are frozen until it returns);
                 // the chain comes from this thread's earlier walks, committed only while

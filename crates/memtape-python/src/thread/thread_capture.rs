@@ -37,8 +37,9 @@ pub(crate) struct ThreadCapture {
     /// interned completely and `chain` ends at this frame's caller: a walk that finds the
     /// same frame there, unchanged, with the chain unchanged, has the same stack.
     pub(crate) last_innermost: Option<InnermostFrame>,
-    /// Scratch: the last walk found the stack of `frames` unchanged (`last_innermost`).
-    pub(crate) unchanged: bool,
+    /// Scratch: what the last walk found from `last_innermost` alone: the stack of
+    /// `frames`, that stack with its innermost frame moved on, or neither (it walked).
+    pub(crate) found: frames::Innermost,
     /// Scratch: the native frames just unwound (innermost first), when native stacks are
     /// on: they continue the Python stack.
     pub(crate) native: [u64; NATIVE_FRAMES],
@@ -74,7 +75,7 @@ impl ThreadCapture {
         chain: Vec::new(),
         fresh: Vec::new(),
         last_innermost: None,
-        unchanged: false,
+        found: frames::Innermost::Changed,
         native: [0; NATIVE_FRAMES],
         native_len: 0,
         cut: [0; CUTS],

@@ -237,23 +237,6 @@ pub(crate) unsafe fn innermost_state(
     }
 }
 
-/// Whether `tstate`'s stack is exactly the one walked last ([`innermost_state`]).
-///
-/// # Safety
-/// As for [`innermost_state`].
-#[inline]
-pub(crate) unsafe fn innermost_unchanged(
-    tstate: *mut ffi::PyThreadState,
-    last: InnermostFrame,
-    chain: &[ChainFrame],
-) -> bool {
-    // SAFETY: the caller's guarantees are `innermost_state`'s.
-    matches!(
-        unsafe { innermost_state(tstate, last, chain) },
-        Innermost::Unchanged
-    )
-}
-
 /// The innermost frame of `tstate`'s chain, null when it has none.
 ///
 /// # Safety

@@ -94,9 +94,12 @@ fn tstate_for(slot: &HookSlot) -> *mut pyo3::ffi::PyThreadState {
 /// What an event needs besides the block, read before the lock (only when events are on).
 /// Acquire (a plain load on x86-64): seeing events on, the hook also sees the event
 /// clock's source, decided before they were turned on.
-#[inline]
+#[inline(always)]
 fn attribution(thread: Option<&HookThread>) -> Option<Attribution> {
-    HEAP_EVENTS.load(Ordering::Acquire).then(|| Attribution {
+    if !HEAP_EVENTS.load(Ordering::Acquire) {
+        return None;
+    }
+    Some(Attribution {
         op: op_context::current(),
         ticks: event_clock::ticks(),
         thread: thread.map_or_else(thread_id::current, HookThread::tid),
@@ -115,8 +118,22 @@ pub(crate) fn record_alloc(
     size: usize,
     moved_from: *mut c_void,
 ) {
-    let walked = capture::walk(Some(thread), tstate);
     let at = attribution(Some(thread));
+    record_alloc_at(thread, domain, tstate, block, size, moved_from, at);
+}
+
+/// [`record_alloc`], with the event's attribution already taken.
+#[inline]
+fn record_alloc_at(
+    thread: &HookThread,
+    domain: u32,
+    tstate: *mut pyo3::ffi::PyThreadState,
+    block: *mut c_void,
+    size: usize,
+    moved_from: *mut c_void,
+    at: Option<Attribution>,
+) {
+    let walked = capture::walk(Some(thread), tstate);
     let mut guard = RECORDER.lock();
     let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
         return;
@@ -151,8 +168,10 @@ fn record_new_block(
     block: *mut c_void,
     size: usize,
 ) {
-    if !record_repeat_alloc(thread, tstate, block as u64, size as u64) {
-        record_alloc(thread, PYTHON_DOMAIN, tstate, block, size, ptr::null_mut());
+    let at = attribution(Some(thread));
+    if !record_repeat_alloc(thread, tstate, block as u64, size as u64, at.as_ref()) {
+        let none = ptr::null_mut();
+        record_alloc_at(thread, PYTHON_DOMAIN, tstate, block, size, none, at);
     }
 }
 

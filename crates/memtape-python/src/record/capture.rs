@@ -134,6 +134,7 @@ impl ThreadCapture {
         if let Some(id) = self.intern_repeat(rec, self.found) {
             return id;
         }
+        self.walked_from_repeat();
         if self.generation != rec.generation {
             // The frames stay valid (they are what is on the stack); their ids do not.
             self.ids.clear();
@@ -211,6 +212,32 @@ impl ThreadCapture {
         let referenced = rec.reference_pending_codes();
         self.commit_chain(complete && referenced);
         id
+    }
+
+    /// When the walk stopped at a repeated stack (`found`) that [`Self::intern_repeat`]
+    /// could not take, sets `walked` and `outcome` to what a full walk would have found:
+    /// the chain reused from its innermost entry, and inside it nothing new or the moved
+    /// innermost frame.
+    #[cold]
+    fn walked_from_repeat(&mut self) {
+        let (same, innermost) = match std::mem::replace(&mut self.found, frames::Innermost::Changed)
+        {
+            frames::Innermost::Unchanged => match self.last_innermost {
+                Some(last) => (self.frames.len(), last),
+                None => return,
+            },
+            frames::Innermost::Moved(frame, innermost) => {
+                self.walked.push(frame);
+                let included = self.chain.last().map_or(0, |c| c.included as usize);
+                (included, innermost)
+            }
+            frames::Innermost::Changed => return,
+        };
+        self.outcome = frames::Walk {
+            same: Some(same),
+            reused: self.chain.len().checked_sub(1),
+            innermost: Some(innermost),
+        };
     }
 
     /// Makes the physical chain describe `frames` after a walk was interned (or forgets
@@ -307,25 +334,10 @@ pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState)
                     // thread's last complete walk, whose code objects are referenced in
                     // the current generation (checked just above) like the chain's.
                     let found = unsafe { frames::innermost_state(tstate, last, &cap.chain) };
-                    let p = cap.chain.len().wrapping_sub(1);
-                    // What a walk would have found (for the general path, should the
-                    // ids turn out stale): the chain reused from its innermost entry,
-                    // inside it nothing new, or the moved frame.
-                    let outcome = match found {
-                        frames::Innermost::Unchanged => Some((cap.frames.len(), last)),
-                        frames::Innermost::Moved(frame, innermost) => {
-                            cap.walked.push(frame);
-                            Some((cap.chain[p].included as usize, innermost))
-                        }
-                        frames::Innermost::Changed => None,
-                    };
-                    if let Some((same, innermost)) = outcome {
+                    if !matches!(found, frames::Innermost::Changed) {
+                        // Interned by `intern_repeat`, or, should the ids turn out stale,
+                        // as walked (`walked_from_repeat`).
                         cap.found = found;
-                        cap.outcome = frames::Walk {
-                            same: Some(same),
-                            reused: Some(p),
-                            innermost: Some(innermost),
-                        };
                         return Walked {
                             thread,
                             walked: true,

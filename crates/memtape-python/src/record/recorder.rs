@@ -249,7 +249,7 @@ impl Recorder {
     }
 
     /// Records a Python-heap event if the event sink wants it.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push_heap_event(
         &mut self,
         action: Action,

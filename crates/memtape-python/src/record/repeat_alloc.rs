@@ -1,22 +1,22 @@
 //! The commonest allocations, recorded without the general capture: a Python-heap block
 //! allocated by a thread whose stack is the one of its last capture (C code under one
 //! Python line allocating again), or that stack with its innermost frame at another
-//! instruction (the next line of the same function), while only tracemalloc or a capture
-//! file follows the heap (no events, no native stacks).
+//! instruction (the next line of the same function), while native stacks are off.
 //!
 //! It makes the checks [`crate::record::capture::walk`] makes on the innermost frame and
 //! its callers, takes the stack id as `intern_walked` would (`intern_repeat`, shared), and
 //! records the block as [`crate::intercept::hooks::record_alloc`] does, in one piece.
-//! Anything else (a changed stack, another recorder generation, events, native stacks, a
-//! realloc) is left to the general path, so both always record the same thing.
+//! Anything else (a changed stack, another recorder generation, native stacks, a realloc)
+//! is left to the general path, so both always record the same thing.
 
 use std::sync::atomic::Ordering;
 
+use memtape_core::Action;
 use pyo3::ffi;
 
 use crate::cpython::frames;
 use crate::native::unwind::native_stacks;
-use crate::record::recorder::{GENERATION, HEAP_EVENTS, RECORDER};
+use crate::record::recorder::{Attribution, GENERATION, RECORDER};
 use crate::thread::hook_mode::HookThread;
 
 /// Records the new block `block` of `size` bytes in the Python domain when the calling
@@ -25,15 +25,17 @@ use crate::thread::hook_mode::HookThread;
 /// takes the general path).
 ///
 /// `thread` must be the calling thread's hook state, and `tstate` its thread state with
-/// the GIL held, or null (then false).
+/// the GIL held, or null (then false); `at` the event's attribution while events are
+/// recorded.
 #[inline(always)]
 pub(crate) fn record_repeat_alloc(
     thread: &HookThread,
     tstate: *mut ffi::PyThreadState,
     block: u64,
     size: u64,
+    at: Option<&Attribution>,
 ) -> bool {
-    if HEAP_EVENTS.load(Ordering::Relaxed) || native_stacks::enabled() {
+    if native_stacks::enabled() {
         return false;
     }
     let Ok(mut cap) = thread.capture.try_borrow_mut() else {
@@ -65,6 +67,9 @@ pub(crate) fn record_repeat_alloc(
     let _ = rec.live.insert(0, block, size, stack);
     if let Some(sink) = rec.capture.as_mut() {
         sink.alloc(0, block, size, stack);
+    }
+    if let Some(at) = at {
+        rec.push_heap_event(Action::Alloc, block, size, stack, at);
     }
     true
 }

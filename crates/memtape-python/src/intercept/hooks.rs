@@ -95,7 +95,7 @@ fn tstate_for(slot: &HookSlot) -> *mut pyo3::ffi::PyThreadState {
 /// Acquire (a plain load on x86-64): seeing events on, the hook also sees the event
 /// clock's source, decided before they were turned on.
 #[inline(always)]
-fn attribution(thread: Option<&HookThread>) -> Option<Attribution> {
+pub(crate) fn attribution(thread: Option<&HookThread>) -> Option<Attribution> {
     if !HEAP_EVENTS.load(Ordering::Acquire) {
         return None;
     }
@@ -108,23 +108,9 @@ fn attribution(thread: Option<&HookThread>) -> Option<Attribution> {
 
 /// Records a new block (and the end of the block it replaces, for a realloc) in `domain`.
 /// `thread` is the calling thread's hook state; `tstate` its thread state if it holds the
-/// GIL, else null.
+/// GIL, else null; `at` the event's [`attribution`].
 #[inline]
 pub(crate) fn record_alloc(
-    thread: &HookThread,
-    domain: u32,
-    tstate: *mut pyo3::ffi::PyThreadState,
-    block: *mut c_void,
-    size: usize,
-    moved_from: *mut c_void,
-) {
-    let at = attribution(Some(thread));
-    record_alloc_at(thread, domain, tstate, block, size, moved_from, at);
-}
-
-/// [`record_alloc`], with the event's attribution already taken.
-#[inline]
-fn record_alloc_at(
     thread: &HookThread,
     domain: u32,
     tstate: *mut pyo3::ffi::PyThreadState,
@@ -171,7 +157,7 @@ fn record_new_block(
     let at = attribution(Some(thread));
     if !record_repeat_alloc(thread, tstate, block as u64, size as u64, at.as_ref()) {
         let none = ptr::null_mut();
-        record_alloc_at(thread, PYTHON_DOMAIN, tstate, block, size, none, at);
+        record_alloc(thread, PYTHON_DOMAIN, tstate, block, size, none, at);
     }
 }
 
@@ -321,7 +307,8 @@ extern "C" fn hook_realloc(ctx: *mut c_void, old: *mut c_void, size: usize) -> *
         if !block.is_null() {
             // Moved or resized in place, the old block ends (its free is recorded) and
             // the new one begins.
-            record_alloc(t, PYTHON_DOMAIN, tstate_for(s), block, size, old);
+            let at = attribution(Some(t));
+            record_alloc(t, PYTHON_DOMAIN, tstate_for(s), block, size, old, at);
         }
         block
     })

@@ -20,7 +20,9 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::cpython::thread_state;
-use crate::intercept::hooks::{free_recording, record_alloc, record_free, recording_thread};
+use crate::intercept::hooks::{
+    attribution, free_recording, record_alloc, record_free, recording_thread,
+};
 use crate::native::beneath_wrapper;
 use crate::thread::hook_mode::{HookMode, HookThread};
 
@@ -110,7 +112,15 @@ fn wrapped() -> &'static DataMemAllocator {
 fn record_new(t: &HookThread, block: *mut c_void, size: usize, moved_from: *mut c_void) {
     t.set_mode(HookMode::InAllocHook);
     let tstate = thread_state::attached_if_holding_gil();
-    record_alloc(t, NUMPY_DOMAIN, tstate, block, size, moved_from);
+    record_alloc(
+        t,
+        NUMPY_DOMAIN,
+        tstate,
+        block,
+        size,
+        moved_from,
+        attribution(Some(t)),
+    );
     t.set_mode(HookMode::Idle);
 }
 

@@ -1,7 +1,6 @@
 //! Exports that read a capture file a second time: the blocks live at the end as
 //! tracemalloc raw traces, and the last events as a PyTorch memory_viz snapshot.
 
-use std::fs::File;
 use std::path::Path;
 
 use memtape_core::capture::Record;
@@ -15,6 +14,7 @@ use rustc_hash::FxHashMap;
 
 use super::capture_analysis::PyCapture;
 use super::capture_file::{free_in, stream};
+use super::snapshot_file;
 
 /// Every block live at the end as tracemalloc raw traces
 /// `(domain, size, frames most recent first, total_nframe)` (reads the file again).
@@ -124,14 +124,14 @@ pub(super) fn export_torch(
         segments: Vec::new(),
     };
     py.allow_threads(|| -> std::io::Result<u64> {
-        let mut file = std::io::BufWriter::new(File::create(out)?);
         let writer = TorchSnapshotWriter::new(&snapshot).share_frames(true);
-        let stats = if json {
-            writer.write_json(&mut file)?
-        } else {
-            writer.write_pickle(&mut file)?
-        };
-        std::io::Write::flush(&mut file)?;
+        let stats = snapshot_file::write_file(out, |pieces| {
+            if json {
+                writer.write_json_pieces(pieces)
+            } else {
+                writer.write_pickle_pieces(pieces)
+            }
+        })?;
         Ok(stats.trace_entries)
     })
     .map_err(|e| PyOSError::new_err(format!("cannot write {}: {e}", out.display())))

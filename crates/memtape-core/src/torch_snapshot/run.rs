@@ -145,13 +145,12 @@ impl<'s, 'w, S: PieceSink + ?Sized, E: Encoding> Run<'s, 'w, S, E> {
                         self.schema
                             .write_host_entries(&mut self.buf, &mut trace, step, index);
                     }
-                    None => {
-                        for &action in trace_names(event.action) {
-                            trace.item(&mut self.buf);
-                            self.schema
-                                .write_entry(&mut self.buf, action, event, event.size);
-                        }
-                    }
+                    None => self.schema.write_event_entries(
+                        &mut self.buf,
+                        &mut trace,
+                        trace_names(event.action),
+                        event,
+                    ),
                 }
                 self.flush_if_full()?;
             }

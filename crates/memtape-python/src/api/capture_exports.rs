@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap;
 
 use super::capture_analysis::PyCapture;
 use super::capture_file::{free_in, stream};
-use super::snapshot_file;
+use super::snapshot_file::SnapshotFile;
 
 /// Every block live at the end as tracemalloc raw traces
 /// `(domain, size, frames most recent first, total_nframe)` (reads the file again).
@@ -123,16 +123,19 @@ pub(super) fn export_torch(
         op_names: vec![String::new()],
         segments: Vec::new(),
     };
-    py.allow_threads(|| -> std::io::Result<u64> {
+    let cannot_write =
+        |e: std::io::Error| PyOSError::new_err(format!("cannot write {}: {e}", out.display()));
+    let file = SnapshotFile::create(py, out).map_err(cannot_write)?;
+    py.allow_threads(|| {
         let writer = TorchSnapshotWriter::new(&snapshot).share_frames(true);
-        let stats = snapshot_file::write_file(out, |pieces| {
+        file.write(|pieces| {
             if json {
                 writer.write_json_pieces(pieces)
             } else {
                 writer.write_pickle_pieces(pieces)
             }
-        })?;
-        Ok(stats.trace_entries)
+        })
     })
-    .map_err(|e| PyOSError::new_err(format!("cannot write {}: {e}", out.display())))
+    .map(|stats| stats.trace_entries)
+    .map_err(cannot_write)
 }

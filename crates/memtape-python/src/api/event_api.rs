@@ -9,7 +9,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::api::own_work::own_work;
 use crate::api::prefaulted;
-use crate::api::snapshot_file;
+use crate::api::snapshot_file::SnapshotFile;
 use crate::cpython::frame_resolve::{raw_frames, FrameResolver, HeldCodes};
 use crate::cpython::frames::RawFrame;
 use crate::intercept::{hooks, numpy_handler};
@@ -365,9 +365,13 @@ fn write_snapshot(
         Some(events) => snapshot_from_dicts(events)?,
         None => memory_snapshot(py),
     };
-    let write = || -> std::io::Result<memtape_core::TorchSnapshotStats> {
+    let cannot_write = |e: std::io::Error| {
+        pyo3::exceptions::PyOSError::new_err(format!("cannot write {}: {e}", path.display()))
+    };
+    let file = SnapshotFile::create(py, path).map_err(cannot_write)?;
+    let write = || {
         let writer = memtape_core::TorchSnapshotWriter::new(&snapshot).share_frames(true);
-        snapshot_file::write_file(path, |pieces| {
+        file.write(|pieces| {
             if json {
                 writer.write_json_pieces(pieces)
             } else {
@@ -375,8 +379,6 @@ fn write_snapshot(
             }
         })
     };
-    let stats = py.allow_threads(write).map_err(|e| {
-        pyo3::exceptions::PyOSError::new_err(format!("cannot write {}: {e}", path.display()))
-    })?;
+    let stats = py.allow_threads(write).map_err(cannot_write)?;
     Ok((stats.trace_entries, stats.host_index))
 }

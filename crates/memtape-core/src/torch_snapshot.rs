@@ -18,7 +18,7 @@
 //! "Allocator State History" needs.
 //!
 //! Both encodings are streamed: the writer fills a buffer and hands it to the output in
-//! 64 KiB pieces (a [`Write`], or any [`PieceSink`], which gets each buffer itself); a
+//! 1 MiB pieces (a [`Write`], or any [`PieceSink`], which gets each buffer itself); a
 //! stack's encoded frames are built once and copied.
 
 use std::io::{self, Write};

@@ -19,8 +19,8 @@ use crate::native;
 use crate::session::signal_mask::spawn_without_signals;
 use crate::thread::hook_mode::{self, HookMode};
 
-/// Pieces handed over and not yet written (at 64 KiB each: at most 512 KiB waiting).
-const IN_FLIGHT: usize = 8;
+/// Pieces handed over and not yet written (1 MiB each: at most 2 MiB waiting).
+const IN_FLIGHT: usize = 2;
 
 /// A snapshot file opened for writing, with its writer thread when it has one.
 pub(crate) struct SnapshotFile {

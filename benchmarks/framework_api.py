@@ -65,7 +65,9 @@ def capture_costs(module: Any) -> list[dict[str, float]]:
     return rows
 
 
-def dump_costs(events: int) -> dict[str, float]:
+def record_churn(events: int) -> int:
+    """Records `events` framework events (AllocNew / FreeActiveToOS pairs, 16 frames deep)
+    and stops; returns how many the ring kept."""
     memtape.record_memory_events(True, events, sources=("framework",))
     base = 0x7F00_0000_0000
 
@@ -77,7 +79,12 @@ def dump_costs(events: int) -> dict[str, float]:
 
     at_depth(16, churn)
     memtape.record_memory_events(False)
-    kept = memtape._native.memory_event_counts()[0]
+    kept: int = memtape._native.memory_event_counts()[0]
+    return kept
+
+
+def dump_costs(events: int) -> dict[str, float]:
+    kept = record_churn(events)
     out: dict[str, float] = {"events": kept}
     with tempfile.TemporaryDirectory() as tmp:
         for fmt in ("pickle", "json"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,3 +148,49 @@ def test_json_and_saved_events(tmp_path: Path) -> None:
         memtape.dump_snapshot(tmp_path / "missing-dir" / "x.pickle")
     with pytest.raises(ValueError, match=r"events\[0\]"):
         memtape.dump_snapshot(tmp_path / "y.pickle", events=[{"action": "alloc"}])
+
+
+def test_dumping_over_an_existing_file(tmp_path: Path) -> None:
+    # The file is overwritten in place and cut to length: a longer old file leaves no
+    # bytes behind, a symlink's target is written (the link stays), the file's mode stays.
+    memtape.record_memory_events(True, 5000, min_size=1000)
+    blobs = [bytearray(5000) for _ in range(20)]
+    del blobs[::2]
+    memtape.record_memory_events(False)
+    fresh = tmp_path / "fresh.pickle"
+    memtape.dump_snapshot(fresh)
+    old = tmp_path / "old.pickle"
+    old.write_bytes(b"x" * (fresh.stat().st_size * 3))
+    old.chmod(0o640)
+    memtape.dump_snapshot(old)
+    assert old.read_bytes() == fresh.read_bytes()
+    assert old.stat().st_mode & 0o777 == 0o640
+    target, link = tmp_path / "target.pickle", tmp_path / "link.pickle"
+    target.write_bytes(b"y" * (fresh.stat().st_size + 1))
+    link.symlink_to(target)
+    memtape.dump_snapshot(link)
+    assert link.is_symlink()
+    assert target.read_bytes() == fresh.read_bytes()
+    as_json = tmp_path / "snap.json"
+    memtape.dump_snapshot(as_json)
+    text = as_json.read_text()
+    as_json.write_text(text + " " * len(text))
+    memtape.dump_snapshot(as_json)
+    assert as_json.read_text() == text
+    check_snapshot(old)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into a read-only directory")
+def test_dumping_into_a_read_only_directory(tmp_path: Path) -> None:
+    memtape.record_memory_events(True, 100)
+    blob = bytearray(5000)
+    memtape.record_memory_events(False)
+    del blob
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(OSError, match="cannot write"):
+            memtape.dump_snapshot(locked / "x.pickle")
+    finally:
+        locked.chmod(0o700)

@@ -155,3 +155,22 @@ def test_take_snapshot_adds_no_events() -> None:
         tm.stop()
     assert before and after == before
     del kept, snapshot
+
+
+def test_dumps_while_native_memory_is_recorded_add_no_events(tmp_path: Path) -> None:
+    # A dump writes its file on a thread of its own, whose start-up allocates natively
+    # before it can mark itself as memtape's: it must not be started then.
+    as_pickle, as_json = str(tmp_path / "a.pickle"), str(tmp_path / "a.json")
+    memtape.record_memory_events(True, 10_000, sources=("python", "native"))
+    kept = [bytes(100) for _ in range(50)]
+    before = memtape.get_memory_events()
+    memtape.dump_snapshot(as_pickle)
+    memtape.dump_snapshot(as_json)
+    memtape.dump_snapshot(as_pickle)
+    memtape.dump_snapshot(as_json)
+    after = memtape.get_memory_events()
+    memtape.record_memory_events(False)
+
+    assert before, "the program's own allocations were recorded"
+    assert after == before
+    del kept

@@ -43,5 +43,5 @@ pub use stack_table::{
     NATIVE_FRAME_BIT,
 };
 pub use tick_scale::{ClockAnchor, TickScale};
-pub use torch_snapshot::{TorchSnapshotStats, TorchSnapshotWriter};
+pub use torch_snapshot::{PieceSink, TorchSnapshotStats, TorchSnapshotWriter};
 pub use trace_set::{GroupBy, GroupStat, StatsError, TraceRecord, TraceSet, TraceSetBuilder};

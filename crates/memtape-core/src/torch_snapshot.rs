@@ -17,8 +17,9 @@
 //! So every block lies in a segment at every point of the trace, as the viewer's
 //! "Allocator State History" needs.
 //!
-//! Both encodings are streamed: the writer fills a reusable buffer and hands it to the
-//! [`Write`] in 64 KiB pieces; a stack's encoded frames are built once and copied.
+//! Both encodings are streamed: the writer fills a buffer and hands it to the output in
+//! 1 MiB pieces (a [`Write`], or any [`PieceSink`], which gets each buffer itself); a
+//! stack's encoded frames are built once and copied.
 
 use std::io::{self, Write};
 
@@ -30,6 +31,7 @@ mod host_segments;
 mod json;
 mod memo_entries;
 mod pickle;
+mod pieces;
 mod run;
 mod safe_ints;
 mod schema;
@@ -42,6 +44,8 @@ mod tests;
 
 pub use device_layout::{host_trace_index, DeviceLayout, MAX_DEVICE_INDEX};
 pub use json::push_json_string;
+pub use pieces::{PieceSink, WritePieces};
+pub use run::PIECE_CAPACITY;
 pub use safe_ints::MAX_SAFE_INT;
 pub use schema::trace_actions;
 pub use stats::TorchSnapshotStats;
@@ -109,13 +113,29 @@ impl<'a> TorchSnapshotWriter<'a> {
     /// Writes the snapshot as a protocol-4 pickle (what `torch.cuda.memory._dump_snapshot`
     /// writes, and what both `_memory_viz.py` and the web viewer read).
     pub fn write_pickle<W: Write + ?Sized>(&self, out: &mut W) -> io::Result<TorchSnapshotStats> {
-        Run::<W, Pickle>::new(self.snapshot, self.layout, self.sharing(), out).write()
+        self.write_pickle_pieces(&mut WritePieces(out))
+    }
+
+    /// [`TorchSnapshotWriter::write_pickle`], handing each piece's buffer to `sink`.
+    pub fn write_pickle_pieces<S: PieceSink + ?Sized>(
+        &self,
+        sink: &mut S,
+    ) -> io::Result<TorchSnapshotStats> {
+        Run::<S, Pickle>::new(self.snapshot, self.layout, self.sharing(), sink).write()
     }
 
     /// Writes the snapshot as compact JSON (UTF-8, one trailing newline). The web viewer
     /// accepts it; `_memory_viz.py` does not. Tuples become arrays.
     pub fn write_json<W: Write + ?Sized>(&self, out: &mut W) -> io::Result<TorchSnapshotStats> {
-        Run::<W, Json>::new(self.snapshot, self.layout, self.sharing(), out).write()
+        self.write_json_pieces(&mut WritePieces(out))
+    }
+
+    /// [`TorchSnapshotWriter::write_json`], handing each piece's buffer to `sink`.
+    pub fn write_json_pieces<S: PieceSink + ?Sized>(
+        &self,
+        sink: &mut S,
+    ) -> io::Result<TorchSnapshotStats> {
+        Run::<S, Json>::new(self.snapshot, self.layout, self.sharing(), sink).write()
     }
 }
 

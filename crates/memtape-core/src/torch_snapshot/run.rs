@@ -1,42 +1,49 @@
 //! One write: the top-level dict, the segments list and the `device_traces` lists,
 //! streamed to the output in pieces.
 
-use std::io::{self, Write};
+use std::io;
 
 use super::device_layout::DeviceLayout;
 use super::encoding::{Dict, Encoding, List};
 use super::host_segments::HostReplay;
+use super::pieces::PieceSink;
 use super::schema::{trace_names, Schema};
 use super::segments::final_segments;
 use super::stats::TorchSnapshotStats;
 use crate::memory_snapshot::MemorySnapshot;
 
-/// Bytes buffered before they are handed to the output.
-const FLUSH_AT: usize = 64 * 1024;
+/// Bytes buffered before they are handed to the output. A piece handed to a writer
+/// thread wakes it: 1 MiB pieces wake it 130 times for a 126 MiB snapshot (64 KiB
+/// pieces: 2,000 times, 0.03 s more CPU time in all).
+pub const FLUSH_AT: usize = 1024 * 1024;
+
+/// Room in each piece's buffer: a piece ends after the entry that crosses
+/// [`FLUSH_AT`], so a little more than that is written into it.
+pub const PIECE_CAPACITY: usize = FLUSH_AT + 4096;
 
 /// One write of one snapshot to one output.
-pub(super) struct Run<'s, 'w, W: Write + ?Sized, E> {
+pub(super) struct Run<'s, 'w, S: PieceSink + ?Sized, E> {
     snapshot: &'s MemorySnapshot,
     layout: DeviceLayout,
-    out: &'w mut W,
+    out: &'w mut S,
     buf: Vec<u8>,
     schema: Schema<'s, E>,
     stats: TorchSnapshotStats,
 }
 
-impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
+impl<'s, 'w, S: PieceSink + ?Sized, E: Encoding> Run<'s, 'w, S, E> {
     /// `share_frames` and `copy_entries`: see [`Schema::new`].
     pub(super) fn new(
         snapshot: &'s MemorySnapshot,
         layout: DeviceLayout,
         (share_frames, copy_entries): (bool, bool),
-        out: &'w mut W,
+        out: &'w mut S,
     ) -> Self {
         Run {
             snapshot,
             layout,
             out,
-            buf: Vec::with_capacity(FLUSH_AT + 4096),
+            buf: Vec::with_capacity(PIECE_CAPACITY),
             schema: Schema::new(snapshot, share_frames, copy_entries),
             stats: TorchSnapshotStats::default(),
         }
@@ -61,16 +68,16 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
         E::footer(&mut self.buf);
 
         self.flush()?;
-        self.out.flush()?;
+        self.out.finish()?;
         self.stats.clamped_ints = self.schema.ints.clamped;
         self.stats.copied_entries = self.schema.copied_entries();
         Ok(self.stats)
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.out.write_all(&self.buf)?;
         self.stats.bytes_written += self.buf.len() as u64;
-        self.buf.clear();
+        let piece = std::mem::take(&mut self.buf);
+        self.buf = self.out.put(piece)?;
         Ok(())
     }
 
@@ -140,13 +147,12 @@ impl<'s, 'w, W: Write + ?Sized, E: Encoding> Run<'s, 'w, W, E> {
                         self.schema
                             .write_host_entries(&mut self.buf, &mut trace, step, index);
                     }
-                    None => {
-                        for &action in trace_names(event.action) {
-                            trace.item(&mut self.buf);
-                            self.schema
-                                .write_entry(&mut self.buf, action, event, event.size);
-                        }
-                    }
+                    None => self.schema.write_event_entries(
+                        &mut self.buf,
+                        &mut trace,
+                        trace_names(event.action),
+                        event,
+                    ),
                 }
                 self.flush_if_full()?;
             }

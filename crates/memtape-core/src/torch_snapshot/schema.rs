@@ -202,6 +202,27 @@ impl<'s, E: Encoding> Schema<'s, E> {
         }
     }
 
+    /// The entries `names` of one framework event: they share its ints and op, worked
+    /// out once (each entry still counts its clamped ints, as if it had its own).
+    #[inline]
+    pub(super) fn write_event_entries(
+        &mut self,
+        out: &mut Vec<u8>,
+        trace: &mut List<E>,
+        names: &[Name],
+        event: &Event,
+    ) {
+        let before = self.ints.clamped;
+        let ints = self.entry_ints(event, event.size);
+        let clamped = self.ints.clamped - before;
+        self.ints.clamped += clamped * (names.len() as u64).saturating_sub(1);
+        let op = self.op_of(event);
+        for &action in names {
+            trace.item(out);
+            self.write_entry_ints(out, action, ints, op, event.stack);
+        }
+    }
+
     #[inline]
     pub(super) fn write_entry(
         &mut self,
@@ -210,21 +231,45 @@ impl<'s, E: Encoding> Schema<'s, E> {
         event: &Event,
         size: u64,
     ) {
-        let ints = [
+        let ints = self.entry_ints(event, size);
+        let op = self.op_of(event);
+        self.write_entry_ints(out, action, ints, op, event.stack);
+    }
+
+    /// `addr`, `size`, `stream` and `time_us` as written.
+    #[inline]
+    fn entry_ints(&mut self, event: &Event, size: u64) -> EntryInts {
+        [
             self.ints.masked(event.addr),
             self.ints.saturated(size),
             self.ints.masked(event.stream),
             self.ints.saturated(event.time_ns / 1000),
-        ];
+        ]
+    }
+
+    /// The event's op id, if it names a known op.
+    #[inline]
+    fn op_of(&self, event: &Event) -> Option<usize> {
         let op = event.op as usize;
-        let op = (op != 0 && op < self.op_strings.len()).then_some(op);
+        (op != 0 && op < self.op_strings.len()).then_some(op)
+    }
+
+    #[inline]
+    fn write_entry_ints(
+        &mut self,
+        out: &mut Vec<u8>,
+        action: Name,
+        ints: EntryInts,
+        op: Option<usize>,
+        stack: StackId,
+    ) {
         if let Some(entries) = self.entries.as_mut() {
             let (snapshot, cache) = (self.snapshot, &mut self.frames);
-            if entries.write(out, cache, snapshot, action, op, event.stack, ints) {
+            if entries.write(out, cache, snapshot, action, op, stack, ints) {
                 return;
             }
         }
-        self.write_entry_dict(out, action, ints, op, event.stack);
+        self.write_entry_dict(out, action, ints, op, stack);
     }
 
     /// The entry written key by key (memoizing its strings when frames are shared).

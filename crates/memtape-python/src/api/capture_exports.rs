@@ -1,7 +1,6 @@
 //! Exports that read a capture file a second time: the blocks live at the end as
 //! tracemalloc raw traces, and the last events as a PyTorch memory_viz snapshot.
 
-use std::fs::File;
 use std::path::Path;
 
 use memtape_core::capture::Record;
@@ -15,6 +14,7 @@ use rustc_hash::FxHashMap;
 
 use super::capture_analysis::PyCapture;
 use super::capture_file::{free_in, stream};
+use super::snapshot_file::SnapshotFile;
 
 /// Every block live at the end as tracemalloc raw traces
 /// `(domain, size, frames most recent first, total_nframe)` (reads the file again).
@@ -123,16 +123,19 @@ pub(super) fn export_torch(
         op_names: vec![String::new()],
         segments: Vec::new(),
     };
-    py.allow_threads(|| -> std::io::Result<u64> {
-        let mut file = std::io::BufWriter::new(File::create(out)?);
+    let cannot_write =
+        |e: std::io::Error| PyOSError::new_err(format!("cannot write {}: {e}", out.display()));
+    let file = SnapshotFile::create(py, out).map_err(cannot_write)?;
+    py.allow_threads(|| {
         let writer = TorchSnapshotWriter::new(&snapshot).share_frames(true);
-        let stats = if json {
-            writer.write_json(&mut file)?
-        } else {
-            writer.write_pickle(&mut file)?
-        };
-        std::io::Write::flush(&mut file)?;
-        Ok(stats.trace_entries)
+        file.write(|pieces| {
+            if json {
+                writer.write_json_pieces(pieces)
+            } else {
+                writer.write_pickle_pieces(pieces)
+            }
+        })
     })
-    .map_err(|e| PyOSError::new_err(format!("cannot write {}: {e}", out.display())))
+    .map(|stats| stats.trace_entries)
+    .map_err(cannot_write)
 }

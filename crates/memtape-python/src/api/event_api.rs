@@ -9,6 +9,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::api::own_work::own_work;
 use crate::api::prefaulted;
+use crate::api::snapshot_file::SnapshotFile;
 use crate::cpython::frame_resolve::{raw_frames, FrameResolver, HeldCodes};
 use crate::cpython::frames::RawFrame;
 use crate::intercept::{hooks, numpy_handler};
@@ -139,12 +140,13 @@ fn copy_events(py: Python<'_>) -> CopiedEvents {
     };
     let limit = match rec.events.as_ref() {
         Some(sink) => {
-            sink.ring.copy_into(&mut events);
             // The ring keeps the recording's clock ticks; events carry wall time.
             let scale = sink.tick_scale();
-            for e in &mut events {
-                e.time_ns = scale.ns(e.time_ns);
-            }
+            // One pass: each event copied with its time converted.
+            events.extend(sink.ring.iter().map(|e| Event {
+                time_ns: scale.ns(e.time_ns),
+                ..*e
+            }));
             sink.max_frames as usize
         }
         None => 0,
@@ -363,19 +365,20 @@ fn write_snapshot(
         Some(events) => snapshot_from_dicts(events)?,
         None => memory_snapshot(py),
     };
-    let write = || -> std::io::Result<memtape_core::TorchSnapshotStats> {
-        // No BufWriter: the writer hands the file 64 KiB pieces itself (a buffer would
-        // only copy every byte once more).
-        let mut out = std::fs::File::create(path)?;
-        let writer = memtape_core::TorchSnapshotWriter::new(&snapshot).share_frames(true);
-        if json {
-            writer.write_json(&mut out)
-        } else {
-            writer.write_pickle(&mut out)
-        }
-    };
-    let stats = py.allow_threads(write).map_err(|e| {
+    let cannot_write = |e: std::io::Error| {
         pyo3::exceptions::PyOSError::new_err(format!("cannot write {}: {e}", path.display()))
-    })?;
+    };
+    let file = SnapshotFile::create(py, path).map_err(cannot_write)?;
+    let write = || {
+        let writer = memtape_core::TorchSnapshotWriter::new(&snapshot).share_frames(true);
+        file.write(|pieces| {
+            if json {
+                writer.write_json_pieces(pieces)
+            } else {
+                writer.write_pickle_pieces(pieces)
+            }
+        })
+    };
+    let stats = py.allow_threads(write).map_err(cannot_write)?;
     Ok((stats.trace_entries, stats.host_index))
 }

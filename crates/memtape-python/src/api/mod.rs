@@ -12,5 +12,6 @@ pub(crate) mod mlx_api;
 pub(crate) mod own_work;
 pub(crate) mod prefaulted;
 pub(crate) mod report_api;
+pub(crate) mod snapshot_file;
 pub(crate) mod trace_set_py;
 pub(crate) mod tracemalloc_api;

@@ -4,6 +4,6 @@
 pub(crate) mod capture_session;
 pub(crate) mod fork_safety;
 pub(crate) mod launcher_frames;
-mod signal_mask;
+pub(crate) mod signal_mask;
 pub(crate) mod stack_resolution;
 pub(crate) mod trace_collect;

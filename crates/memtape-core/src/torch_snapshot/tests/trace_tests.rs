@@ -7,7 +7,7 @@ use super::pickle_decoder::{decode, pickled};
 use crate::event::{Action, HOST_DEVICE};
 use crate::memory_snapshot::MemorySnapshot;
 use crate::torch_snapshot::{
-    host_trace_index, write_json, write_pickle, DeviceLayout, TorchSnapshotWriter,
+    host_trace_index, write_json, write_pickle, DeviceLayout, PieceSink, TorchSnapshotWriter,
     MAX_DEVICE_INDEX, MAX_SAFE_INT,
 };
 
@@ -255,7 +255,7 @@ fn json_matches_the_pickle_structure() {
 
 #[test]
 fn output_is_streamed_in_pieces() {
-    /// Accepts writes of at most 64 KiB + some and counts them.
+    /// Counts the writes.
     struct Pieces {
         data: Vec<u8>,
         writes: usize,
@@ -289,6 +289,39 @@ fn output_is_streamed_in_pieces() {
     let mut whole = Vec::new();
     write_pickle(&snapshot, &mut whole).unwrap();
     assert_eq!(whole, pieces.data);
+}
+
+#[test]
+fn a_piece_sink_gets_every_buffer_in_order() {
+    /// Keeps each piece it is handed and gives back a new, empty vector.
+    struct Kept(Vec<Vec<u8>>, bool);
+    impl PieceSink for Kept {
+        fn put(&mut self, piece: Vec<u8>) -> io::Result<Vec<u8>> {
+            assert!(!self.1, "a piece after finish");
+            self.0.push(piece);
+            Ok(Vec::new())
+        }
+        fn finish(&mut self) -> io::Result<()> {
+            self.1 = true;
+            Ok(())
+        }
+    }
+    let snapshot = synthetic(20_000, 50);
+    for shared in [false, true] {
+        let writer = TorchSnapshotWriter::new(&snapshot).share_frames(shared);
+        let mut kept = Kept(Vec::new(), false);
+        let stats = writer.write_pickle_pieces(&mut kept).unwrap();
+        let mut whole = Vec::new();
+        writer.write_pickle(&mut whole).unwrap();
+        assert!(kept.1 && kept.0.len() > 1);
+        assert_eq!(kept.0.concat(), whole);
+        assert_eq!(stats.bytes_written, whole.len() as u64);
+        let mut kept = Kept(Vec::new(), false);
+        writer.write_json_pieces(&mut kept).unwrap();
+        let mut whole = Vec::new();
+        writer.write_json(&mut whole).unwrap();
+        assert_eq!(kept.0.concat(), whole);
+    }
 }
 
 #[test]

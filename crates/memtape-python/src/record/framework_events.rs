@@ -12,6 +12,7 @@ use crate::cpython::thread_state;
 use crate::record::capture;
 use crate::record::op_context::{self, OpContext, TracebackHandle, NO_TRACEBACK};
 use crate::record::recorder::{with_recorder, Recorder};
+use crate::record::repeat_alloc::repeat_traceback;
 use crate::thread::thread_id;
 
 /// Why a framework call was refused.
@@ -58,10 +59,12 @@ impl From<FrameworkError> for PyErr {
 /// The calling thread's stack, interned; only while events are recorded (else
 /// [`NO_TRACEBACK`]). Without the GIL the thread's last captured stack is used.
 pub(crate) fn capture_traceback_now() -> TracebackHandle {
-    let walked = capture::walk(
-        crate::thread::hook_mode::thread(),
-        thread_state::attached_if_holding_gil(),
-    );
+    let thread = crate::thread::hook_mode::thread();
+    let tstate = thread_state::attached_if_holding_gil();
+    if let Some(handle) = thread.and_then(|t| repeat_traceback(t, tstate)) {
+        return handle;
+    }
+    let walked = capture::walk(thread, tstate);
     with_recorder(|rec| {
         if !rec.events.as_ref().is_some_and(|e| e.recording) {
             return NO_TRACEBACK;

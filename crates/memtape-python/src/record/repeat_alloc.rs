@@ -1,4 +1,4 @@
-//! The commonest allocations, recorded without the general capture: a Python-heap block
+//! The commonest allocations (and tracebacks), recorded without the general capture: a Python-heap block
 //! allocated by a thread whose stack is the one of its last capture (C code under one
 //! Python line allocating again), or that stack with its innermost frame at another
 //! instruction (the next line of the same function), while native stacks are off.
@@ -16,8 +16,36 @@ use pyo3::ffi;
 
 use crate::cpython::frames;
 use crate::native::unwind::native_stacks;
+use crate::record::op_context::{self, TracebackHandle};
 use crate::record::recorder::{Attribution, GENERATION, RECORDER};
 use crate::thread::hook_mode::HookThread;
+use crate::thread::thread_capture::ThreadCapture;
+
+/// Whether the calling thread's stack repeats its last capture (the same stack, or its
+/// innermost frame moved on), judged before the recorder is locked; `None` when that is
+/// not known to be so (the general path).
+///
+/// `cap` must be the calling thread's capture cache, and `tstate` its thread state with
+/// the GIL held, or null (then `None`).
+#[inline(always)]
+fn repeated(cap: &ThreadCapture, tstate: *mut ffi::PyThreadState) -> Option<frames::Innermost> {
+    if native_stacks::enabled() {
+        return None;
+    }
+    let last = cap.last_innermost?;
+    // The chain's code objects are still referenced: the ids' generation is the current
+    // one (as `walk` checks before trusting the chain).
+    if cap.generation != GENERATION.load(Ordering::Acquire) {
+        return None;
+    }
+    // SAFETY: `tstate` is this thread's state with the GIL held (caller), or null; `last`
+    // and the chain come from this thread's last complete walk, whose code objects are
+    // referenced in the current generation (checked just above), as `walk` requires.
+    match unsafe { frames::innermost_state(tstate, last, &cap.chain) } {
+        frames::Innermost::Changed => None,
+        found => Some(found),
+    }
+}
 
 /// Records the new block `block` of `size` bytes in the Python domain when the calling
 /// thread's stack is the one it captured last, or that one with its innermost frame moved
@@ -35,27 +63,12 @@ pub(crate) fn record_repeat_alloc(
     size: u64,
     at: Option<&Attribution>,
 ) -> bool {
-    if native_stacks::enabled() {
-        return false;
-    }
     let Ok(mut cap) = thread.capture.try_borrow_mut() else {
         return false;
     };
-    let Some(last) = cap.last_innermost else {
+    let Some(found) = repeated(&cap, tstate) else {
         return false;
     };
-    // The chain's code objects are still referenced: the ids' generation is the current
-    // one (as `walk` checks before trusting the chain).
-    if cap.generation != GENERATION.load(Ordering::Acquire) {
-        return false;
-    }
-    // SAFETY: `tstate` is this thread's state with the GIL held (caller), or null; `last`
-    // and the chain come from this thread's last complete walk, whose code objects are
-    // referenced in the current generation (checked just above), as `walk` requires.
-    let found = unsafe { frames::innermost_state(tstate, last, &cap.chain) };
-    if matches!(found, frames::Innermost::Changed) {
-        return false;
-    }
     let mut guard = RECORDER.lock();
     let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
         return false;
@@ -72,4 +85,22 @@ pub(crate) fn record_repeat_alloc(
         rec.push_heap_event(Action::Alloc, block, size, stack, at);
     }
     true
+}
+
+/// `capture_traceback`'s handle for the calling thread's stack when it repeats its last
+/// capture, while events are recorded; `None` when that is not known to be so (the
+/// general path). `thread` and `tstate` as for [`record_repeat_alloc`].
+#[inline]
+pub(crate) fn repeat_traceback(
+    thread: &HookThread,
+    tstate: *mut ffi::PyThreadState,
+) -> Option<TracebackHandle> {
+    let mut cap = thread.capture.try_borrow_mut().ok()?;
+    let found = repeated(&cap, tstate)?;
+    let mut guard = RECORDER.lock();
+    let rec = guard
+        .as_mut()
+        .filter(|r| r.events.as_ref().is_some_and(|e| e.recording))?;
+    let stack = cap.intern_repeat(rec, found)?;
+    Some(op_context::handle(rec.generation, stack))
 }

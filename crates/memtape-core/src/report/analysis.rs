@@ -3,6 +3,7 @@
 use super::record::Record;
 use super::replay::{Replay, ReplayOptions, ReplayResult};
 use super::symbols::Symbols;
+use crate::capture::RecordVisitor;
 
 /// Feeds every record to both [`Symbols`] and [`Replay`].
 #[derive(Debug, Default)]
@@ -55,6 +56,24 @@ impl Analysis {
             symbols: self.symbols,
             result: self.replay.finish(),
         }
+    }
+}
+
+/// The fast way in: allocations and frees go straight from the decoder to the replay.
+impl RecordVisitor<'_> for Analysis {
+    #[inline]
+    fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
+        self.replay.alloc(domain, addr, size, stack);
+    }
+
+    #[inline]
+    fn free(&mut self, domain: Option<u32>, addr: u64) {
+        self.replay.free(domain, addr);
+    }
+
+    #[inline]
+    fn record(&mut self, record: Record<'_>) {
+        self.feed(&record);
     }
 }
 

@@ -2,7 +2,8 @@
 //! one streaming pass (decode, replay with its clock ticks, symbols), then the report.
 //!
 //! `cargo run --release -p memtape-core --example capture_reports -- FILE [stats|flamegraph|read]`
-//! prints the seconds and the process's peak RSS (VmHWM).
+//! prints the seconds and the process's peak RSS (VmHWM). The pass runs on two threads
+//! (reading and decoding on one, the replay on this one) unless `ONE_THREAD` is set.
 
 use std::time::Instant;
 
@@ -46,7 +47,11 @@ fn main() {
         ..ReplayOptions::default()
     };
     let mut analysis = Analysis::new(options);
-    let summary = reader.visit_records(&mut analysis).unwrap();
+    let summary = if std::env::var_os("ONE_THREAD").is_some() {
+        reader.visit_records(&mut analysis).unwrap()
+    } else {
+        reader.visit_records_pipelined(&mut analysis).unwrap()
+    };
     let analyzed = analysis.finish();
     let pass = started.elapsed().as_secs_f64();
     let table = &analyzed.result.live_at_peak;

@@ -23,6 +23,7 @@ mod decoder;
 mod encoder;
 mod error;
 mod format;
+mod pipeline;
 mod reader;
 mod recent_addresses;
 mod record;

@@ -100,11 +100,25 @@ pub(crate) mod tests {
         }
     }
 
+    /// Analyzes `file` record by record, and checks that the visitor ways in, on one
+    /// thread and on two, find the same.
     fn analyze(file: &[u8]) -> (Analyzed, bool) {
         let mut reader = CaptureReader::new(file).unwrap();
         let mut analysis = Analysis::new(ReplayOptions::default());
         let summary = reader.for_each_record(|r| analysis.feed(&r)).unwrap();
-        (analysis.finish(), summary.complete)
+        let analyzed = analysis.finish();
+        for pipelined in [false, true] {
+            let mut reader = CaptureReader::new(file).unwrap();
+            let mut analysis = Analysis::new(ReplayOptions::default());
+            let again = if pipelined {
+                reader.visit_records_pipelined(&mut analysis)
+            } else {
+                reader.visit_records(&mut analysis)
+            };
+            assert_eq!(again.unwrap(), summary);
+            assert_eq!(analysis.finish().result, analyzed.result);
+        }
+        (analyzed, summary.complete)
     }
 
     #[test]

@@ -104,7 +104,8 @@ impl<'a, V: RecordVisitor<'a>> RecordVisitor<'a> for WithProgress<'_, V> {
 }
 
 /// Reads every record of `path` into `visitor` without the GIL, calling
-/// `progress(read, total)` (with the GIL) at most every 100 ms.
+/// `progress(read, total)` (with the GIL) at most every 100 ms. With a second CPU, a
+/// second thread reads and decodes the file while this one runs the visitor.
 pub(super) fn stream_into<V>(
     py: Python<'_>,
     path: &Path,
@@ -123,7 +124,14 @@ where
         size,
         last: Instant::now(),
     };
-    let summary = py.allow_threads(|| reader.visit_records(&mut visitor));
+    let two_cpus = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+    let summary = py.allow_threads(|| {
+        if two_cpus {
+            reader.visit_records_pipelined(&mut visitor)
+        } else {
+            reader.visit_records(&mut visitor)
+        }
+    });
     let summary = summary.map_err(|e| capture_error(path, &e))?;
     Ok((metadata, summary))
 }

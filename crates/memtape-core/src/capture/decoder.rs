@@ -10,6 +10,29 @@ use super::record::{tag, Record, Segments};
 use super::record_error::{field, string, uv32, RecordError};
 use super::varint::ByteCursor;
 
+/// An allocation or a free, as [`RecordVisitor::events`] hands them over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeapEvent {
+    /// See [`Record::Alloc`].
+    Alloc {
+        /// The tracemalloc domain.
+        domain: u32,
+        /// The stack id.
+        stack: u32,
+        /// The block's address.
+        addr: u64,
+        /// The block's size in bytes.
+        size: u64,
+    },
+    /// See [`Record::Free`].
+    Free {
+        /// The domain, when the recorder knew it.
+        domain: Option<u32>,
+        /// The freed block's address.
+        addr: u64,
+    },
+}
+
 /// Receives the records of a capture as they are decoded, in file order.
 pub trait RecordVisitor<'a> {
     /// A block allocated in tracemalloc `domain` at `addr` (see [`Record::Alloc`]).
@@ -21,6 +44,23 @@ pub trait RecordVisitor<'a> {
     /// Every record of a block has been handed over (a place for work done now and then,
     /// such as drawing a progress bar).
     fn block_end(&mut self) {}
+
+    /// A run of allocations and frees, in order: the same as [`alloc`](Self::alloc) or
+    /// [`free`](Self::free) for each (the default). The two-thread reader hands them over
+    /// this way, so a visitor can take them in a loop of its own.
+    fn events(&mut self, events: &[HeapEvent]) {
+        for event in events {
+            match *event {
+                HeapEvent::Alloc {
+                    domain,
+                    stack,
+                    addr,
+                    size,
+                } => self.alloc(domain, addr, size, stack),
+                HeapEvent::Free { domain, addr } => self.free(domain, addr),
+            }
+        }
+    }
 }
 
 /// A visitor that hands every record, allocations and frees included, to a closure.

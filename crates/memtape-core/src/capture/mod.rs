@@ -34,7 +34,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use decoder::{EachRecord, RecordVisitor};
+pub use decoder::{EachRecord, HeapEvent, RecordVisitor};
 pub use encoder::BlockEncoder;
 pub use error::CaptureError;
 pub use format::{

@@ -3,35 +3,27 @@
 //! work).
 //!
 //! The reading thread packs the records into chunks of at most [`CHUNK_OPS`] (allocations
-//! and frees as their fields, any other record with its strings copied into the chunk),
-//! at most [`CHUNKS_IN_FLIGHT`] ahead of the visitor, and chunks are sent back to be
-//! filled again: memory stays bounded whatever the size of a block.
+//! and frees as [`HeapEvent`]s, handed over in runs by [`RecordVisitor::events`]; any
+//! other record, with its strings copied into the chunk, and each block's end as a break
+//! between runs), at most [`CHUNKS_IN_FLIGHT`] ahead of the visitor, and chunks are sent
+//! back to be filled again: memory stays bounded whatever the size of a block.
 
 use std::ops::Range;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 
-use super::decoder::RecordVisitor;
+use super::decoder::{HeapEvent, RecordVisitor};
 use super::error::CaptureError;
 use super::reader::{CaptureReader, ReadSummary};
 use super::record::{Record, Segments};
 
-/// Records per chunk (32 bytes each).
+/// Records per chunk (allocations and frees: 32 bytes each).
 const CHUNK_OPS: usize = 8192;
 /// Chunks decoded ahead of the visitor.
 const CHUNKS_IN_FLIGHT: usize = 4;
 
+/// What comes between two runs of events.
 #[derive(Clone, Copy, Debug)]
-enum Op {
-    Alloc {
-        domain: u32,
-        stack: u32,
-        addr: u64,
-        size: u64,
-    },
-    Free {
-        domain: Option<u32>,
-        addr: u64,
-    },
+enum Break {
     /// `Chunk::others[i]`.
     Other(u32),
     BlockEnd,
@@ -62,15 +54,29 @@ enum Kept {
 
 #[derive(Debug, Default)]
 struct Chunk {
-    ops: Vec<Op>,
+    events: Vec<HeapEvent>,
+    /// `(i, what)`: `what` comes before `events[i]`.
+    breaks: Vec<(usize, Break)>,
     others: Vec<Kept>,
     text: String,
     bytes: Vec<u8>,
 }
 
 impl Chunk {
+    fn new() -> Self {
+        Self {
+            events: Vec::with_capacity(CHUNK_OPS),
+            ..Self::default()
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.events.len() + self.breaks.len()
+    }
+
     fn clear(&mut self) {
-        self.ops.clear();
+        self.events.clear();
+        self.breaks.clear();
         self.others.clear();
         self.text.clear();
         self.bytes.clear();
@@ -129,7 +135,7 @@ impl Chunk {
                 Kept::Plain(Record::NativeFrame { id, module, offset })
             }
             Record::Alloc { .. } | Record::Free { .. } => {
-                unreachable!("allocations and frees come as ops")
+                unreachable!("allocations and frees come as events")
             }
         }
     }
@@ -167,18 +173,19 @@ impl Chunk {
 
     /// Hands this chunk's records to `visitor`.
     fn replay<V: for<'r> RecordVisitor<'r>>(&self, visitor: &mut V) {
-        for op in &self.ops {
-            match *op {
-                Op::Alloc {
-                    domain,
-                    stack,
-                    addr,
-                    size,
-                } => visitor.alloc(domain, addr, size, stack),
-                Op::Free { domain, addr } => visitor.free(domain, addr),
-                Op::Other(i) => visitor.record(self.record(&self.others[i as usize])),
-                Op::BlockEnd => visitor.block_end(),
+        let mut from = 0;
+        for &(at, what) in &self.breaks {
+            if at > from {
+                visitor.events(&self.events[from..at]);
+                from = at;
             }
+            match what {
+                Break::Other(i) => visitor.record(self.record(&self.others[i as usize])),
+                Break::BlockEnd => visitor.block_end(),
+            }
+        }
+        if from < self.events.len() {
+            visitor.events(&self.events[from..]);
         }
     }
 }
@@ -199,19 +206,23 @@ struct ChunkSender {
 
 impl ChunkSender {
     #[inline]
-    fn push(&mut self, op: Op) {
-        self.chunk.ops.push(op);
-        if self.chunk.ops.len() >= CHUNK_OPS {
+    fn push(&mut self, event: HeapEvent) {
+        self.chunk.events.push(event);
+        if self.chunk.len() >= CHUNK_OPS {
+            self.send();
+        }
+    }
+
+    fn push_break(&mut self, what: Break) {
+        self.chunk.breaks.push((self.chunk.events.len(), what));
+        if self.chunk.len() >= CHUNK_OPS {
             self.send();
         }
     }
 
     #[cold]
     fn send(&mut self) {
-        let next = self.empty.try_recv().unwrap_or_else(|_| Chunk {
-            ops: Vec::with_capacity(CHUNK_OPS),
-            ..Chunk::default()
-        });
+        let next = self.empty.try_recv().unwrap_or_else(|_| Chunk::new());
         let full = std::mem::replace(&mut self.chunk, next);
         if !self.gone && self.to_visitor.send(Message::Chunk(full)).is_err() {
             self.gone = true;
@@ -222,7 +233,7 @@ impl ChunkSender {
 impl<'a> RecordVisitor<'a> for ChunkSender {
     #[inline]
     fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
-        self.push(Op::Alloc {
+        self.push(HeapEvent::Alloc {
             domain,
             stack,
             addr,
@@ -232,18 +243,18 @@ impl<'a> RecordVisitor<'a> for ChunkSender {
 
     #[inline]
     fn free(&mut self, domain: Option<u32>, addr: u64) {
-        self.push(Op::Free { domain, addr });
+        self.push(HeapEvent::Free { domain, addr });
     }
 
     fn record(&mut self, record: Record<'a>) {
         let kept = self.chunk.keep(record);
         let i = self.chunk.others.len() as u32;
         self.chunk.others.push(kept);
-        self.push(Op::Other(i));
+        self.push_break(Break::Other(i));
     }
 
     fn block_end(&mut self) {
-        self.push(Op::BlockEnd);
+        self.push_break(Break::BlockEnd);
     }
 }
 
@@ -263,16 +274,13 @@ impl<R: std::io::Read + Send> CaptureReader<R> {
             let (to_reader, empty) = channel::<Chunk>();
             scope.spawn(move || {
                 let mut sender = ChunkSender {
-                    chunk: Chunk {
-                        ops: Vec::with_capacity(CHUNK_OPS),
-                        ..Chunk::default()
-                    },
+                    chunk: Chunk::new(),
                     to_visitor,
                     empty,
                     gone: false,
                 };
                 let result = self.visit_records(&mut sender);
-                if !sender.chunk.ops.is_empty() {
+                if sender.chunk.len() > 0 {
                     sender.send();
                 }
                 // An error here means the visitor's thread has stopped: nobody to tell.

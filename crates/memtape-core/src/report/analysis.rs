@@ -3,7 +3,7 @@
 use super::record::Record;
 use super::replay::{Replay, ReplayOptions, ReplayResult};
 use super::symbols::Symbols;
-use crate::capture::RecordVisitor;
+use crate::capture::{HeapEvent, RecordVisitor};
 
 /// Feeds every record to both [`Symbols`] and [`Replay`].
 #[derive(Debug, Default)]
@@ -74,6 +74,10 @@ impl RecordVisitor<'_> for Analysis {
     #[inline]
     fn record(&mut self, record: Record<'_>) {
         self.feed(&record);
+    }
+
+    fn events(&mut self, events: &[HeapEvent]) {
+        self.replay.events(events);
     }
 }
 

@@ -14,6 +14,7 @@ use super::series::{MemorySeries, SeriesPoint, DEFAULT_MAX_POINTS};
 use super::stretch_top::StretchTop;
 use super::ticks::Ticks;
 use super::time_histogram::TimeHistogram;
+use crate::capture::HeapEvent;
 use crate::memory_source::SourceSplit;
 
 /// A moment of the recording to take the live set at (for diffs).
@@ -217,6 +218,22 @@ impl Replay {
             | Record::Stack { .. }
             | Record::Module { .. }
             | Record::NativeFrame { .. } => {}
+        }
+    }
+
+    /// Takes in a run of allocations and frees, in one loop (see
+    /// [`crate::capture::RecordVisitor::events`]).
+    pub fn events(&mut self, events: &[HeapEvent]) {
+        for event in events {
+            match *event {
+                HeapEvent::Alloc {
+                    domain,
+                    stack,
+                    addr,
+                    size,
+                } => self.alloc(domain, addr, size, stack),
+                HeapEvent::Free { domain, addr } => self.free(domain, addr),
+            }
         }
     }
 

@@ -1,15 +1,16 @@
 //! Times what `memtape stats` and `memtape flamegraph` do in Rust on one capture file:
-//! one streaming pass (decode, replay, symbols, clock ticks), then the report.
+//! one streaming pass (decode, replay with its clock ticks, symbols), then the report.
 //!
 //! `cargo run --release -p memtape-core --example capture_reports -- FILE [stats|flamegraph|read]`
-//! prints the seconds and the process's peak RSS (VmHWM).
+//! prints the seconds and the process's peak RSS (VmHWM). The pass runs on two threads
+//! (reading and decoding on one, the replay on this one) unless `ONE_THREAD` is set.
 
 use std::time::Instant;
 
 use memtape_core::capture::CaptureReader;
 use memtape_core::report::{
     flamegraph_html, group_sites, stats_text, top_text, total_bytes, Analysis, ReplayOptions,
-    RunInfo, Ticks,
+    RunInfo,
 };
 use memtape_core::GroupBy;
 
@@ -46,13 +47,11 @@ fn main() {
         ..ReplayOptions::default()
     };
     let mut analysis = Analysis::new(options);
-    let mut ticks = Ticks::default();
-    let summary = reader
-        .for_each_record(|r| {
-            analysis.feed(&r);
-            ticks.observe(&r, analysis.current_bytes());
-        })
-        .unwrap();
+    let summary = if std::env::var_os("ONE_THREAD").is_some() {
+        reader.visit_records(&mut analysis).unwrap()
+    } else {
+        reader.visit_records_pipelined(&mut analysis).unwrap()
+    };
     let analyzed = analysis.finish();
     let pass = started.elapsed().as_secs_f64();
     let table = &analyzed.result.live_at_peak;

@@ -265,7 +265,8 @@ impl BlockEncoder {
 
 #[cfg(test)]
 mod tests {
-    use super::super::record::{decode_block, Record};
+    use super::super::decoder::decode_block;
+    use super::super::record::Record;
     use super::*;
 
     fn decode(raw: &[u8]) -> Vec<Record<'_>> {

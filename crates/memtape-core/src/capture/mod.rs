@@ -19,18 +19,22 @@
 //! Every length read from a file is checked against the limits below before anything is
 //! allocated for it, and no input makes the reader panic.
 
+mod decoder;
 mod encoder;
 mod error;
 mod format;
+mod pipeline;
 mod reader;
 mod recent_addresses;
 mod record;
+mod record_error;
 mod varint;
 mod writer;
 
 #[cfg(test)]
 mod tests;
 
+pub use decoder::{EachRecord, HeapEvent, RecordVisitor};
 pub use encoder::BlockEncoder;
 pub use error::CaptureError;
 pub use format::{
@@ -48,6 +52,6 @@ pub(crate) mod tests_support {
 
     /// Hands every record of the raw block `raw` to `f`; panics on a bad block.
     pub(crate) fn decode<'a>(raw: &'a [u8], mut f: impl FnMut(Record<'a>)) {
-        super::record::decode_block(raw, &mut f).expect("a valid block");
+        super::decoder::decode_block(raw, &mut f).expect("a valid block");
     }
 }

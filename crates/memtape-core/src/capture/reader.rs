@@ -2,13 +2,14 @@
 
 use std::io::{self, Read};
 
+use super::decoder::{decode_block_into, DeltaState, EachRecord, RecordVisitor};
 use super::error::CaptureError;
 use super::format::{
     BLOCK_HEADER_LEN, BLOCK_MAGIC, COMPRESSION_NONE, COMPRESSION_ZSTD, FILE_HEADER_FIXED_LEN,
     FILE_MAGIC, FORMAT_VERSION, KIND_RECORDS, KIND_TRAILER, MAX_METADATA_LEN, MAX_PAYLOAD_LEN,
     MAX_RAW_LEN, OLDEST_FORMAT_VERSION,
 };
-use super::record::{decode_block, Record};
+use super::record::Record;
 
 /// What [`CaptureReader::for_each_record`] read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -42,6 +43,8 @@ pub struct CaptureReader<R: Read> {
     /// The current block decompressed, reused; records borrow from it.
     raw: Vec<u8>,
     decompressor: Option<zstd::bulk::Decompressor<'static>>,
+    /// The decoder's per-block state, reused.
+    delta: DeltaState,
     /// How the file ended, once known.
     end: Option<ReadSummary>,
 }
@@ -119,6 +122,7 @@ impl<R: Read> CaptureReader<R> {
             payload: Vec::new(),
             raw: Vec::new(),
             decompressor: None,
+            delta: DeltaState::default(),
             end: None,
         })
     }
@@ -152,8 +156,18 @@ impl<R: Read> CaptureReader<R> {
     /// A second call streams nothing and returns the same ending.
     pub fn for_each_record(
         &mut self,
-        mut f: impl FnMut(Record<'_>),
+        f: impl FnMut(Record<'_>),
     ) -> Result<ReadSummary, CaptureError> {
+        self.visit_records(&mut EachRecord(f))
+    }
+
+    /// [`for_each_record`](Self::for_each_record) into a [`RecordVisitor`]: allocations
+    /// and frees come field by field, without a [`Record`] built for them, and
+    /// [`RecordVisitor::block_end`] is called after each block.
+    pub fn visit_records<V>(&mut self, visitor: &mut V) -> Result<ReadSummary, CaptureError>
+    where
+        V: for<'r> RecordVisitor<'r>,
+    {
         if let Some(end) = &self.end {
             return Ok(ReadSummary {
                 complete: end.complete,
@@ -191,13 +205,13 @@ impl<R: Read> CaptureReader<R> {
                 summary.trailer_json = Some(trailer);
                 return Ok(self.ended(summary));
             }
-            let counts = decode_block(raw, &mut f).map_err(|(record_offset, error)| {
-                CaptureError::CorruptRecord {
+            let counts = decode_block_into(raw, &mut self.delta, visitor).map_err(
+                |(record_offset, error)| CaptureError::CorruptRecord {
                     block_offset,
                     record_offset: record_offset as u64,
                     reason: error.to_string(),
-                }
-            })?;
+                },
+            )?;
             summary.blocks += 1;
             summary.records += counts.records;
             summary.events += counts.events;

@@ -3,6 +3,7 @@
 use super::record::Record;
 use super::replay::{Replay, ReplayOptions, ReplayResult};
 use super::symbols::Symbols;
+use crate::capture::{HeapEvent, RecordVisitor};
 
 /// Feeds every record to both [`Symbols`] and [`Replay`].
 #[derive(Debug, Default)]
@@ -58,6 +59,28 @@ impl Analysis {
     }
 }
 
+/// The fast way in: allocations and frees go straight from the decoder to the replay.
+impl RecordVisitor<'_> for Analysis {
+    #[inline]
+    fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
+        self.replay.alloc(domain, addr, size, stack);
+    }
+
+    #[inline]
+    fn free(&mut self, domain: Option<u32>, addr: u64) {
+        self.replay.free(domain, addr);
+    }
+
+    #[inline]
+    fn record(&mut self, record: Record<'_>) {
+        self.feed(&record);
+    }
+
+    fn events(&mut self, events: &[HeapEvent]) {
+        self.replay.events(events);
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -81,11 +104,25 @@ pub(crate) mod tests {
         }
     }
 
+    /// Analyzes `file` record by record, and checks that the visitor ways in, on one
+    /// thread and on two, find the same.
     fn analyze(file: &[u8]) -> (Analyzed, bool) {
         let mut reader = CaptureReader::new(file).unwrap();
         let mut analysis = Analysis::new(ReplayOptions::default());
         let summary = reader.for_each_record(|r| analysis.feed(&r)).unwrap();
-        (analysis.finish(), summary.complete)
+        let analyzed = analysis.finish();
+        for pipelined in [false, true] {
+            let mut reader = CaptureReader::new(file).unwrap();
+            let mut analysis = Analysis::new(ReplayOptions::default());
+            let again = if pipelined {
+                reader.visit_records_pipelined(&mut analysis)
+            } else {
+                reader.visit_records(&mut analysis)
+            };
+            assert_eq!(again.unwrap(), summary);
+            assert_eq!(analysis.finish().result, analyzed.result);
+        }
+        (analyzed, summary.complete)
     }
 
     #[test]

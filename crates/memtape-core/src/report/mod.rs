@@ -33,6 +33,7 @@ mod series;
 mod sites;
 mod slot_palette;
 mod small_blocks;
+mod stretch_top;
 mod symbols;
 mod text;
 mod ticks;

@@ -11,7 +11,10 @@ use super::live_by_stack::{LiveByStack, StackTotal};
 use super::live_set::LiveSet;
 use super::record::Record;
 use super::series::{MemorySeries, SeriesPoint, DEFAULT_MAX_POINTS};
+use super::stretch_top::StretchTop;
+use super::ticks::Ticks;
 use super::time_histogram::TimeHistogram;
+use crate::capture::HeapEvent;
 use crate::memory_source::SourceSplit;
 
 /// A moment of the recording to take the live set at (for diffs).
@@ -111,6 +114,8 @@ pub struct ReplayResult {
     pub duration_ns: u64,
     /// Memory over time, each point the highest value of its stretch of time.
     pub series: Vec<SeriesPoint>,
+    /// Live bytes per clock tick (for adding several processes' memory over time).
+    pub ticks: Ticks,
     /// Markers in recording order.
     pub markers: Vec<MarkerAt>,
     /// Events the recorder dropped.
@@ -145,6 +150,10 @@ pub struct Replay {
     /// When live bytes last went up: the peak's time if they fall next.
     rise: (u64, u64),
     series: MemorySeries,
+    ticks: Ticks,
+    /// The highest live bytes since the last time stamp: the series and the ticks take
+    /// one point per stretch.
+    stretch: StretchTop,
     markers: Vec<MarkerAt>,
     dropped: u64,
     moments: Vec<(Moment, Option<Vec<StackTotal>>)>,
@@ -180,6 +189,8 @@ impl Replay {
             peak: Peak::default(),
             rise: (0, 0),
             series: MemorySeries::new(options.max_series_points),
+            ticks: Ticks::default(),
+            stretch: StretchTop::default(),
             markers: Vec::new(),
             dropped: 0,
             moments: options.moments.into_iter().map(|m| (m, None)).collect(),
@@ -210,6 +221,22 @@ impl Replay {
         }
     }
 
+    /// Takes in a run of allocations and frees, in one loop (see
+    /// [`crate::capture::RecordVisitor::events`]).
+    pub fn events(&mut self, events: &[HeapEvent]) {
+        for event in events {
+            match *event {
+                HeapEvent::Alloc {
+                    domain,
+                    stack,
+                    addr,
+                    size,
+                } => self.alloc(domain, addr, size, stack),
+                HeapEvent::Free { domain, addr } => self.free(domain, addr),
+            }
+        }
+    }
+
     /// Live bytes right now.
     pub fn current_bytes(&self) -> u64 {
         self.current
@@ -230,8 +257,9 @@ impl Replay {
         }
     }
 
+    /// Takes in an allocation (a [`Record::Alloc`]).
     #[inline]
-    fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
+    pub fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
         let index = self.events;
         self.events += 1;
         self.totals.allocs += 1;
@@ -266,12 +294,12 @@ impl Replay {
         if self.current > before {
             self.rise = (self.time_ns, index);
         }
-        self.series
-            .push(self.time_ns, self.current, index, &self.by_source);
+        self.stretch.observe(self.current, index, &self.by_source);
     }
 
+    /// Takes in a free (a [`Record::Free`]).
     #[inline]
-    fn free(&mut self, domain: Option<u32>, addr: u64) {
+    pub fn free(&mut self, domain: Option<u32>, addr: u64) {
         let index = self.events;
         self.events += 1;
         self.totals.frees += 1;
@@ -289,11 +317,22 @@ impl Replay {
             }
             None => self.totals.unknown_frees += 1,
         }
-        self.series
-            .push(self.time_ns, self.current, index, &self.by_source);
+        self.stretch.observe(self.current, index, &self.by_source);
+    }
+
+    /// Hands the top of the stretch of events since the last time stamp to the series
+    /// and the ticks.
+    fn end_stretch(&mut self) {
+        if let Some(top) = self.stretch.end() {
+            self.series
+                .push(self.time_ns, top.bytes, top.event_index, &top.by_source);
+            self.ticks
+                .add_stretch(self.time_ns, top.bytes, self.current);
+        }
     }
 
     fn time(&mut self, ns: u64) {
+        self.end_stretch();
         if self.pending_time_moments > 0 {
             let mut taken = 0;
             for (m, table) in &mut self.moments {
@@ -330,6 +369,7 @@ impl Replay {
 
     /// Ends the pass.
     pub fn finish(mut self) -> ReplayResult {
+        self.end_stretch();
         self.before_fall();
         let live_at_end = self.by_stack.live_table();
         let moments = self
@@ -355,6 +395,7 @@ impl Replay {
             end_blocks: self.blocks,
             duration_ns: self.duration_ns,
             series: self.series.points(),
+            ticks: self.ticks,
             markers: self.markers,
             dropped: self.dropped,
             live_at_peak: self.by_stack.saved_table(),
@@ -367,5 +408,7 @@ impl Replay {
 
 #[cfg(test)]
 mod source_tests;
+#[cfg(test)]
+mod stretch_tests;
 #[cfg(test)]
 mod tests;

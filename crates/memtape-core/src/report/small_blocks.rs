@@ -51,18 +51,30 @@ impl SmallBlocks {
         let old = match &mut self.chunks[i] {
             Slots::Narrow(ids) => match self.palette.id(value) {
                 Some(id) => std::mem::replace(&mut ids[slot], id),
-                None => {
-                    self.widen(i)?;
-                    return self.insert(addr, value);
-                }
+                None => return self.insert_widening(i, slot, value),
             },
             Slots::Wide(values) => return Ok(nonzero(std::mem::replace(&mut values[slot], value))),
         };
         Ok((old != 0).then(|| self.palette.value(old)))
     }
 
+    /// Widens narrow chunk `i`, whose new value has no id, then stores the value.
+    #[cold]
+    fn insert_widening(
+        &mut self,
+        i: usize,
+        slot: usize,
+        value: Packed,
+    ) -> Result<Option<Packed>, NoMemory> {
+        self.widen(i)?;
+        match &mut self.chunks[i] {
+            Slots::Wide(values) => Ok(nonzero(std::mem::replace(&mut values[slot], value))),
+            Slots::Narrow(_) => unreachable!("the chunk was just widened"),
+        }
+    }
+
     /// Forgets the block at `addr` (granule-aligned); returns its value if it was live.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn remove(&mut self, addr: u64) -> Option<Packed> {
         let (key, slot) = split(addr);
         let i = self.index.get(key)?;

@@ -8,8 +8,9 @@
 //! combined live memory at each moment, at tick resolution (within a tick, each process
 //! counts at its highest). When there would be more than `max_points` ticks, neighbouring
 //! ticks merge in pairs and the tick doubles, so a long run stays bounded.
-
-use super::record::Record;
+//!
+//! The replay feeds it once per stretch of events that share a time stamp (see
+//! [`super::stretch_top`]): their highest live bytes and the live bytes after the last.
 
 /// One tick that saw allocations or frees.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -29,11 +30,10 @@ pub const FIRST_TICK_SHIFT: u32 = 20;
 pub const DEFAULT_MAX_TICKS: usize = 1 << 16;
 
 /// Live bytes per tick, built while streaming.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ticks {
     shift: u32,
     max_points: usize,
-    time_ns: u64,
     points: Vec<Tick>,
 }
 
@@ -49,34 +49,25 @@ impl Ticks {
         Self {
             shift: FIRST_TICK_SHIFT,
             max_points: max_points.max(2),
-            time_ns: 0,
             points: Vec::new(),
         }
     }
 
-    /// Takes in one record; `live_bytes` are the live bytes after it (from the replay).
-    #[inline]
-    pub fn observe(&mut self, record: &Record<'_>, live_bytes: u64) {
-        match *record {
-            Record::Time { ns } => self.time_ns = ns,
-            Record::Alloc { .. } | Record::Free { .. } => self.push(live_bytes),
-            _ => {}
-        }
-    }
-
-    #[inline]
-    fn push(&mut self, bytes: u64) {
-        let index = self.time_ns >> self.shift;
+    /// Takes in a stretch of events at `time_ns`: live bytes rose to `max_bytes` at most
+    /// and were `end_bytes` after the last. The same as taking in each event's live bytes
+    /// in turn.
+    pub fn add_stretch(&mut self, time_ns: u64, max_bytes: u64, end_bytes: u64) {
+        let index = time_ns >> self.shift;
         match self.points.last_mut() {
             Some(t) if t.index == index => {
-                t.max_bytes = t.max_bytes.max(bytes);
-                t.end_bytes = bytes;
+                t.max_bytes = t.max_bytes.max(max_bytes);
+                t.end_bytes = end_bytes;
             }
             _ => {
                 self.points.push(Tick {
                     index,
-                    max_bytes: bytes,
-                    end_bytes: bytes,
+                    max_bytes,
+                    end_bytes,
                 });
                 if self.points.len() > self.max_points {
                     self.coarsen();
@@ -117,25 +108,13 @@ impl Ticks {
 mod tests {
     use super::*;
 
-    fn alloc() -> Record<'static> {
-        Record::Alloc {
-            domain: 0,
-            addr: 1,
-            size: 1,
-            stack: 0,
-        }
-    }
-
     #[test]
     fn keeps_each_ticks_max_and_end() {
         let mut t = Ticks::new(100);
         let ms = 1u64 << FIRST_TICK_SHIFT;
-        t.observe(&Record::Time { ns: 0 }, 0);
-        t.observe(&alloc(), 10);
-        t.observe(&alloc(), 30);
-        t.observe(&alloc(), 20);
-        t.observe(&Record::Time { ns: 5 * ms }, 20);
-        t.observe(&alloc(), 5);
+        t.add_stretch(0, 10, 10);
+        t.add_stretch(1, 30, 20);
+        t.add_stretch(5 * ms, 5, 5);
         assert_eq!(t.width_ns(), ms);
         assert_eq!(
             t.points(),
@@ -159,8 +138,8 @@ mod tests {
         let mut t = Ticks::new(4);
         let ms = 1u64 << FIRST_TICK_SHIFT;
         for i in 0..64u64 {
-            t.observe(&Record::Time { ns: i * ms }, 0);
-            t.observe(&alloc(), if i == 37 { 1000 } else { i });
+            let bytes = if i == 37 { 1000 } else { i };
+            t.add_stretch(i * ms, bytes, bytes);
         }
         assert!(t.points().len() <= 4, "{:?}", t.points());
         assert_eq!(t.points().iter().map(|p| p.max_bytes).max(), Some(1000));

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use memtape_core::capture::ReadSummary;
-use memtape_core::report::{group_sites, ReplayResult, RunInfo, Site, StackTotal, Symbols, Ticks};
+use memtape_core::report::{group_sites, ReplayResult, RunInfo, Site, StackTotal, Symbols};
 use memtape_core::{GroupBy, ResolvedFrame};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -33,8 +33,6 @@ pub(crate) struct PyCapture {
     pub(super) metadata: String,
     /// The moments asked for, as given.
     pub(super) moment_names: Vec<String>,
-    /// Live bytes per clock tick (for adding processes' memory over time).
-    pub(super) ticks: Ticks,
 }
 
 impl PyCapture {

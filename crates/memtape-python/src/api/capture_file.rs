@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use memtape_core::capture::{CaptureError, CaptureReader, ReadSummary, Record};
+use memtape_core::capture::{
+    CaptureError, CaptureReader, EachRecord, ReadSummary, Record, RecordVisitor,
+};
 use memtape_core::report::{Moment, PrivateAllocator, RunInfo};
 use memtape_core::{LiveEntry, LiveTable};
 use pyo3::create_exception;
@@ -58,48 +60,90 @@ pub(super) fn open(path: &Path) -> PyResult<(FileReader, Arc<AtomicU64>, u64)> {
     Ok((reader, read, size))
 }
 
-/// Records between two looks at the clock for the progress bar: reading the clock for
-/// every record took 40 % of `memtape stats` (a vDSO call is about 20 ns, a record 30).
-const RECORDS_PER_CLOCK_READ: u32 = 4096;
+/// Hands every record to `inner`, and calls `progress(read, total)` (with the GIL) after
+/// a block when 100 ms have passed since the last call. (Reading the clock after every
+/// record took 40 % of `memtape stats`; a block holds thousands of records.)
+struct WithProgress<'v, V> {
+    inner: &'v mut V,
+    progress: Option<Py<PyAny>>,
+    read: Arc<AtomicU64>,
+    size: u64,
+    last: Instant,
+}
 
-/// Reads every record of `path` into `f` without the GIL, calling `progress(read, total)`
-/// (with the GIL) at most every 100 ms.
+impl<'a, V: RecordVisitor<'a>> RecordVisitor<'a> for WithProgress<'_, V> {
+    #[inline]
+    fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
+        self.inner.alloc(domain, addr, size, stack);
+    }
+
+    #[inline]
+    fn free(&mut self, domain: Option<u32>, addr: u64) {
+        self.inner.free(domain, addr);
+    }
+
+    #[inline]
+    fn record(&mut self, record: Record<'a>) {
+        self.inner.record(record);
+    }
+
+    fn block_end(&mut self) {
+        self.inner.block_end();
+        let Some(progress) = &self.progress else {
+            return;
+        };
+        if self.last.elapsed() >= Duration::from_millis(100) {
+            self.last = Instant::now();
+            let done = self.read.load(Ordering::Relaxed);
+            Python::with_gil(|py| {
+                // A failing progress bar must not stop the report.
+                let _ = progress.call1(py, (done, self.size));
+            });
+        }
+    }
+}
+
+/// Reads every record of `path` into `visitor` without the GIL, calling
+/// `progress(read, total)` (with the GIL) at most every 100 ms. With a second CPU, a
+/// second thread reads and decodes the file while this one runs the visitor.
+pub(super) fn stream_into<V>(
+    py: Python<'_>,
+    path: &Path,
+    progress: Option<&Bound<'_, PyAny>>,
+    visitor: &mut V,
+) -> PyResult<(String, ReadSummary)>
+where
+    V: for<'r> RecordVisitor<'r> + Send,
+{
+    let (mut reader, read, size) = open(path)?;
+    let metadata = reader.metadata_json().to_owned();
+    let mut visitor = WithProgress {
+        inner: visitor,
+        progress: progress.map(|p| p.clone().unbind()),
+        read,
+        size,
+        last: Instant::now(),
+    };
+    let two_cpus = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+    let summary = py.allow_threads(|| {
+        if two_cpus {
+            reader.visit_records_pipelined(&mut visitor)
+        } else {
+            reader.visit_records(&mut visitor)
+        }
+    });
+    let summary = summary.map_err(|e| capture_error(path, &e))?;
+    Ok((metadata, summary))
+}
+
+/// [`stream_into`] a closure that takes every record.
 pub(super) fn stream(
     py: Python<'_>,
     path: &Path,
     progress: Option<&Bound<'_, PyAny>>,
     mut f: impl FnMut(&Record<'_>) + Send,
 ) -> PyResult<(String, ReadSummary)> {
-    let (mut reader, read, size) = open(path)?;
-    let metadata = reader.metadata_json().to_owned();
-    let progress: Option<Py<PyAny>> = progress.map(|p| p.clone().unbind());
-    let mut last = Instant::now();
-    let mut until_clock = RECORDS_PER_CLOCK_READ;
-    let summary = py.allow_threads(|| {
-        reader.for_each_record(|r| {
-            f(&r);
-            if progress.is_none() {
-                return;
-            }
-            until_clock -= 1;
-            if until_clock > 0 {
-                return;
-            }
-            until_clock = RECORDS_PER_CLOCK_READ;
-            if last.elapsed() >= Duration::from_millis(100) {
-                last = Instant::now();
-                let done = read.load(Ordering::Relaxed);
-                if let Some(p) = &progress {
-                    Python::with_gil(|py| {
-                        // A failing progress bar must not stop the report.
-                        let _ = p.call1(py, (done, size));
-                    });
-                }
-            }
-        })
-    });
-    let summary = summary.map_err(|e| capture_error(path, &e))?;
-    Ok((metadata, summary))
+    stream_into(py, path, progress, &mut EachRecord(|r: Record<'_>| f(&r)))
 }
 
 pub(super) fn parse_moment(spec: &str) -> PyResult<Moment> {

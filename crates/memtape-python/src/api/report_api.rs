@@ -10,14 +10,14 @@ use std::path::PathBuf;
 use memtape_core::report::{
     compare, diff_text, flamegraph_html, folded, has_several_sources, html_report, json_diff,
     json_sites, json_summary, source_split_text, stats_text, timeline_csv, top_text, total_bytes,
-    Analysis, HtmlReportOptions, ReplayOptions, Ticks,
+    Analysis, HtmlReportOptions, ReplayOptions,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use super::capture_analysis::PyCapture;
 use super::capture_exports;
-use super::capture_file::{open, parse_moment, run_info, shown_file_names, stream};
+use super::capture_file::{open, parse_moment, run_info, shown_file_names, stream_into};
 
 /// Streams `path` once and returns its analysis. `moments` are `marker:LABEL` or
 /// `time:NS` specs whose live sets can then be read as `moment:0`, `moment:1`, ...
@@ -40,11 +40,7 @@ pub(crate) fn analyze_capture(
         ..ReplayOptions::default()
     };
     let mut analysis = Analysis::new(options);
-    let mut ticks = Ticks::default();
-    let (metadata, summary) = stream(py, &path, progress, |r| {
-        analysis.feed(r);
-        ticks.observe(r, analysis.current_bytes());
-    })?;
+    let (metadata, summary) = stream_into(py, &path, progress, &mut analysis)?;
     let mut analyzed = analysis.finish();
     let (info, nframe, launcher_files) = run_info(&path, &metadata, &summary);
     analyzed.symbols.hide_launcher_frames(launcher_files);
@@ -61,7 +57,6 @@ pub(crate) fn analyze_capture(
             .iter()
             .map(|m| m.trim_start_matches("marker:").to_owned())
             .collect(),
-        ticks,
     })
 }
 
@@ -117,12 +112,12 @@ impl PyCapture {
     /// memory per clock tick since the start, only ticks that saw events.
     #[getter]
     fn ticks(&self) -> (u64, Vec<(u64, u64, u64)>) {
-        let points = self.ticks.points();
+        let points = self.result.ticks.points();
         let rows = points
             .iter()
             .map(|t| (t.index, t.max_bytes, t.end_bytes))
             .collect();
-        (self.ticks.width_ns(), rows)
+        (self.result.ticks.width_ns(), rows)
     }
 
     /// Frames kept per stack when recording (0: all).

@@ -147,11 +147,55 @@ fn write_file_with(
     }
 }
 
-/// Reads `bytes` whole; on error, also what was streamed before it.
+/// What a visitor was handed: every record, and how many had come at each block's end.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Collected {
+    records: Vec<Owned>,
+    block_ends: Vec<usize>,
+}
+
+impl<'a> RecordVisitor<'a> for Collected {
+    fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
+        self.records.push(Owned::Alloc {
+            domain,
+            addr,
+            size,
+            stack,
+        });
+    }
+
+    fn free(&mut self, domain: Option<u32>, addr: u64) {
+        self.records.push(Owned::Free { domain, addr });
+    }
+
+    fn record(&mut self, record: Record<'a>) {
+        self.records.push(record.into());
+    }
+
+    fn block_end(&mut self) {
+        self.block_ends.push(self.records.len());
+    }
+}
+
+/// Reads `bytes` whole; on error, also what was streamed before it. Checks on the way
+/// that a visitor, on one thread and on two, is handed the same records and gets the
+/// same result.
 pub(super) fn read(bytes: &[u8]) -> (Vec<Owned>, Result<ReadSummary, CaptureError>) {
     let mut records = Vec::new();
     let result = CaptureReader::new(bytes)
         .and_then(|mut reader| reader.for_each_record(|record| records.push(record.into())));
+    let mut one = Collected::default();
+    let one_result = CaptureReader::new(bytes).and_then(|mut r| r.visit_records(&mut one));
+    let mut two = Collected::default();
+    let two_result =
+        CaptureReader::new(bytes).and_then(|mut r| r.visit_records_pipelined(&mut two));
+    assert_eq!(one.records, records);
+    assert_eq!(two, one);
+    assert_eq!(format!("{one_result:?}"), format!("{result:?}"));
+    assert_eq!(format!("{two_result:?}"), format!("{result:?}"));
+    if let Ok(summary) = &result {
+        assert_eq!(one.block_ends.len() as u64, summary.blocks);
+    }
     (records, result)
 }
 

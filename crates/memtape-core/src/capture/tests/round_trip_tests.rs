@@ -142,6 +142,30 @@ fn many_blocks_round_trip() {
 }
 
 #[test]
+fn a_block_longer_than_a_pipeline_chunk_round_trips() {
+    let mut block = vec![Owned::Time(1), Owned::Marker("start".to_owned())];
+    for i in 0..20_000u64 {
+        block.push(Owned::Alloc {
+            domain: 0,
+            addr: 0x1000 + 16 * i,
+            size: 16,
+            stack: 1,
+        });
+        if i % 5000 == 0 {
+            block.push(Owned::String(i as u32 + 1, format!("s{i}")));
+        }
+    }
+    block.push(Owned::Free {
+        domain: Some(7),
+        addr: 0x1000,
+    });
+    let sample = write_file(&[block.clone(), block], Some(TRAILER));
+    let (records, summary) = read_ok(&sample.bytes);
+    assert_eq!(records, sample.records);
+    assert_eq!((summary.blocks, summary.events), (2, 40_002));
+}
+
+#[test]
 fn empty_records_blocks_are_fine() {
     let sample = write_file(&[vec![], vec![Owned::Time(1)], vec![]], Some(TRAILER));
     let (records, summary) = read_ok(&sample.bytes);

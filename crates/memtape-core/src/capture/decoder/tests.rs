@@ -1,4 +1,4 @@
-//! Tests of [`record`](super).
+//! Tests of [`decoder`](super).
 
 use super::*;
 

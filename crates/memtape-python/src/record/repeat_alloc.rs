@@ -1,7 +1,7 @@
-//! The commonest allocations (and tracebacks), recorded without the general capture: a Python-heap block
-//! allocated by a thread whose stack is the one of its last capture (C code under one
-//! Python line allocating again), or that stack with its innermost frame at another
-//! instruction (the next line of the same function), while native stacks are off.
+//! The commonest allocations (and tracebacks), recorded without the general capture: a
+//! Python-heap block allocated by a thread whose stack is the one of its last capture (C
+//! code under one Python line allocating again), or that stack with its innermost frame at
+//! another instruction (the next line of the same function), while native stacks are off.
 //!
 //! It makes the checks [`crate::record::capture::walk`] makes on the innermost frame and
 //! its callers, takes the stack id as `intern_walked` would (`intern_repeat`, shared), and

@@ -1,6 +1,6 @@
 """Instructions of a reduced alloc_heavy, counted by valgrind's callgrind (independent of load).
 
-Rows: untraced, ``memtape.tracemalloc`` at nframe 25, and a capture (what ``memtape run
+Rows: untraced, the stdlib's and ``memtape.tracemalloc`` at nframe 1, memtape's at 25, and a capture (what ``memtape run
 --no-native-heap`` records). Each row is the instructions of ``alloc_heavy.main(rows=N,
 rounds=1)`` less those of a run with no rows (start-up, imports and the tracer's start and
 stop drop out), and the ratio over untraced.
@@ -21,6 +21,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 SETUP = {
     "untraced": ("", ""),
+    "tracemalloc1": ("import tracemalloc as tm\ntm.start(1)\n", "tm.stop()\n"),
+    "memtape1": ("import memtape.tracemalloc as tm\ntm.start(1)\n", "tm.stop()\n"),
     "memtape25": (
         "import memtape.tracemalloc as tm\ntm.start(25)\n",
         "tm.stop()\n",
@@ -45,7 +47,8 @@ import alloc_heavy
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--rows", type=int, default=20_000)
-    p.add_argument("--configs", default=",".join(SETUP))
+    default = "untraced,memtape25,memtape-capture"
+    p.add_argument("--configs", default=default, help=f"from {','.join(SETUP)}")
     p.add_argument("--keep", type=Path, default=None)
     args = p.parse_args()
     workloads = str(REPO / "benchmarks" / "workloads")

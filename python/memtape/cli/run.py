@@ -220,6 +220,9 @@ def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
     # A followed child that is itself `memtape run` records into its own file only.
     _child_capture.abandon()
     plan = _follow_plan(opts, path)
+    # The summary's analysis reads the file as it is written (started before the capture,
+    # so that its thread's start-up is not traced).
+    follower = None if opts.quiet else _native.CaptureFollower()
     try:
         _native._start_capture(
             path,
@@ -231,9 +234,14 @@ def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
     except OSError as exc:
         print(f"memtape run: {exc}", file=sys.stderr)
         return 2
+    if follower is not None:
+        try:
+            follower.follow(path)
+        except (OSError, RuntimeError):
+            follower = None  # the summary reads the file at the end instead
     _mlx.follow("capture", True)
     pid = os.getpid()
-    end = CaptureEnd(shown, path, opts.quiet)
+    end = CaptureEnd(shown, path, opts.quiet, follower)
     hooks = ExitHooks(end)
     hooks.install()
     if plan is not None:

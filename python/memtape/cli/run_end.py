@@ -41,8 +41,15 @@ FINISH_WAIT_S = 30.0
 class CaptureEnd:
     """Finishes the capture once, from whichever way out comes first."""
 
-    def __init__(self, shown: str, path: str, quiet: bool) -> None:
+    def __init__(
+        self,
+        shown: str,
+        path: str,
+        quiet: bool,
+        follower: _native.CaptureFollower | None = None,
+    ) -> None:
         self.shown, self.path, self.quiet = shown, path, quiet
+        self.follower = follower
         self.pid = os.getpid()
         self._claim = threading.Lock()
         self._done = threading.Event()
@@ -80,7 +87,7 @@ class CaptureEnd:
                 from memtape.cli.summary import print_run_summary
 
                 shown = self.shown if os.path.exists(self.shown) else self.path
-                print_run_summary(shown, events, size)
+                print_run_summary(shown, events, size, follower=self.follower)
         finally:
             self._done.set()
         return True

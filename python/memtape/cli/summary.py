@@ -8,12 +8,21 @@ from memtape import _native
 from memtape.byte_size import format_size
 
 
-def print_run_summary(path: str, events: int, size: int, top: int = 5) -> None:
-    """The peak, where it happened, the top sites at the peak, and the next commands."""
+def print_run_summary(
+    path: str,
+    events: int,
+    size: int,
+    top: int = 5,
+    follower: _native.CaptureFollower | None = None,
+) -> None:
+    """The peak, where it happened, the top sites at the peak, and the next commands.
+
+    ``follower`` has analyzed the file while it was written: only its last blocks are
+    left to read. Without one (or should it fail) the file is read now."""
     err = sys.stderr
     print(f"\nmemtape: recorded {events:,} events into {path} ({size / 2**20:.1f} MiB)", file=err)
     try:
-        capture = _native.analyze_capture(path, time_window=False)
+        capture = _analysis(path, follower)
     except (OSError, ValueError) as exc:
         print(f"memtape: cannot summarize {path}: {exc}", file=err)
         return
@@ -31,6 +40,15 @@ def print_run_summary(path: str, events: int, size: int, top: int = 5) -> None:
     for command in ("stats", "top", "flamegraph {} -o flamegraph.html", "report {} -o report.html"):
         line = command.format(path) if "{}" in command else f"{command} {path}"
         print(f"  memtape {line}", file=err)
+
+
+def _analysis(path: str, follower: _native.CaptureFollower | None) -> _native.Capture:
+    if follower is not None:
+        try:
+            return follower.finish(path)
+        except (OSError, ValueError, RuntimeError):
+            pass
+    return _native.analyze_capture(path, time_window=False)
 
 
 def _print_children(path: str, metadata_json: str) -> None:

@@ -22,6 +22,7 @@
 mod decoder;
 mod encoder;
 mod error;
+mod follow;
 mod format;
 mod pipeline;
 mod reader;
@@ -37,6 +38,7 @@ mod tests;
 pub use decoder::{EachRecord, HeapEvent, RecordVisitor};
 pub use encoder::BlockEncoder;
 pub use error::CaptureError;
+pub use follow::Following;
 pub use format::{
     BLOCK_MAGIC, FILE_MAGIC, FORMAT_VERSION, MAX_METADATA_LEN, MAX_PAYLOAD_LEN, MAX_RAW_LEN,
     OLDEST_FORMAT_VERSION,

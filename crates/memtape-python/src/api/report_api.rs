@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 
+use memtape_core::capture::ReadSummary;
 use memtape_core::report::{
     compare, diff_text, flamegraph_html, folded, has_several_sources, html_report, json_diff,
     json_sites, json_summary, source_split_text, stats_text, timeline_csv, top_text, total_bytes,
@@ -41,11 +42,22 @@ pub(crate) fn analyze_capture(
     };
     let mut analysis = Analysis::new(options);
     let (metadata, summary) = stream_into(py, &path, progress, &mut analysis)?;
+    Ok(analyzed(path, &moments, analysis, metadata, summary))
+}
+
+/// The [`PyCapture`] of `path` once `analysis` has streamed it all (`moments` as asked).
+pub(super) fn analyzed(
+    path: PathBuf,
+    moments: &[String],
+    analysis: Analysis,
+    metadata: String,
+    summary: ReadSummary,
+) -> PyCapture {
     let mut analyzed = analysis.finish();
     let (info, nframe, launcher_files) = run_info(&path, &metadata, &summary);
     analyzed.symbols.hide_launcher_frames(launcher_files);
     analyzed.symbols.show_files_as(&shown_file_names(&metadata));
-    Ok(PyCapture {
+    PyCapture {
         path,
         info,
         symbols: analyzed.symbols,
@@ -57,7 +69,7 @@ pub(crate) fn analyze_capture(
             .iter()
             .map(|m| m.trim_start_matches("marker:").to_owned())
             .collect(),
-    })
+    }
 }
 
 /// The header's metadata (JSON text) of a capture file, without reading its events.

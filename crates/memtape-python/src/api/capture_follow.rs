@@ -99,6 +99,13 @@ impl CaptureFollower {
     fn follow(&mut self, path: PathBuf) -> PyResult<()> {
         let file = File::open(&path)
             .map_err(|e| PyOSError::new_err(format!("cannot open {}: {e}", path.display())))?;
+        // A pipe or a device read here would take bytes from its reader, not follow them.
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return Err(PyOSError::new_err(format!(
+                "{} is not a regular file: the summary reads it at the end",
+                path.display()
+            )));
+        }
         let start = self
             .start
             .take()

@@ -56,6 +56,10 @@ fn follow(
     // memtape's own module is not among the libraries whose allocations are followed;
     // should any call of this thread reach a hook all the same, it passes through.
     hook_mode::set(HookMode::InAllocHook);
+    // Behind the program on a busy machine: what it has not read by the end, it reads
+    // then, as the summary did before it.
+    // SAFETY: two system calls about this thread only; no memory is passed.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
     // The receiver only goes away if `new` failed; the thread goes on either way.
     let _ = ready.send(());
     let file = file.recv().ok()?;

@@ -69,9 +69,7 @@ def test_the_summary_threads_memory_is_not_the_programs(tmp_path: Path) -> None:
     # itself allocates next to nothing natively.
     script = write_program(
         tmp_path / "many.py",
-        "import time\n"
-        "keep = [(i, str(i)) for i in range(300_000)]\n"
-        "time.sleep(0.2)\n",
+        "import time\nkeep = [(i, str(i)) for i in range(300_000)]\ntime.sleep(0.2)\n",
     )
     capture = tmp_path / "many.mtape"
     ok(memtape("run", "-o", capture, script))

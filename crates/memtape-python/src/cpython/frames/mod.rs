@@ -156,7 +156,7 @@ fn find_in_chain(chain: &[ChainFrame], addr: usize) -> Option<usize> {
 /// GIL held, or frozen while the thread runs C code), and the code objects the chain's
 /// frames ran when it was walked must still be alive (referenced by the recorder, or
 /// immortal like the interpreter's shim code).
-#[inline]
+#[inline(always)]
 unsafe fn chain_unchanged(chain: &[ChainFrame], p: usize) -> bool {
     let l = &LAYOUT;
     let Some(chain) = chain.get(..=p) else {

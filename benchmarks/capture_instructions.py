@@ -2,13 +2,15 @@
 
 Prints, for the interpreter running it (which must have memtape installed and valgrind
 on PATH):
-- ``capture_traceback()`` called from C at Python depth 32 (the framework path), with the
-  event recorder on: the difference between two call counts over the extra calls;
+- ``capture_traceback()`` called from C at Python depth 32 (or each of ``--depths``; the
+  framework path), with the event recorder on: the difference between two call counts
+  over the extra calls;
 - the deep_recursion workload (width 200) untraced and under ``memtape.tracemalloc`` at
   nframe 1 and 25: the workload's instructions (a run with `--repeats` repeats less one
   with none, so that start-up and imports drop out) and the ratio over untraced.
 
 Usage: python benchmarks/capture_instructions.py [--low N] [--high N] [--repeats N]
+       [--depths 1,8,32] [--capture-only]
        (a few minutes: every row runs a fresh interpreter under callgrind)
 """
 
@@ -33,7 +35,7 @@ module = load({lib!r})
 def at_depth(depth, fn):
     return fn() if depth <= 1 else at_depth(depth - 1, fn)
 memtape.record_memory_events(True, 1000, sources=("framework",))
-at_depth(32, lambda: module.time_capture({calls}))
+at_depth({depth}, lambda: module.time_capture({calls}))
 memtape.record_memory_events(False)
 """
 
@@ -78,19 +80,25 @@ def main() -> int:
     p.add_argument("--low", type=int, default=20_000)
     p.add_argument("--high", type=int, default=120_000)
     p.add_argument("--repeats", type=int, default=100)
+    p.add_argument("--depths", default="32", help="comma-separated Python depths")
+    p.add_argument("--capture-only", action="store_true", help="skip deep_recursion")
     args = p.parse_args()
     sys.path.insert(0, str(REPO / "tests"))
     from c_abi.build import build_fakecache
 
+    print(f"python {sys.version.split()[0]}")
+    tests = str(REPO / "tests")
     with tempfile.TemporaryDirectory() as tmp:
         lib = str(build_fakecache(Path(tmp)))
-        counts = [
-            instructions(CAPTURE.format(tests=str(REPO / "tests"), lib=lib, calls=calls))
-            for calls in (args.low, args.high)
-        ]
-    per = (counts[1] - counts[0]) / (args.high - args.low)
-    print(f"python {sys.version.split()[0]}")
-    print(f"capture_traceback() from C at depth 32: {per:,.0f} instructions per call")
+        for depth in (int(d) for d in args.depths.split(",")):
+            low, high = (
+                instructions(CAPTURE.format(tests=tests, lib=lib, depth=depth, calls=calls))
+                for calls in (args.low, args.high)
+            )
+            per = (high - low) / (args.high - args.low)
+            print(f"capture_traceback() from C at depth {depth}: {per:,.0f} instructions per call")
+    if args.capture_only:
+        return 0
     workloads = str(REPO / "benchmarks" / "workloads")
     base = 0
     for nframe in (0, 1, 25):

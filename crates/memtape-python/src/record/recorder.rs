@@ -28,6 +28,10 @@ pub(crate) static TRACING: AtomicBool = AtomicBool::new(false);
 /// True while Python-heap events are recorded.
 pub(crate) static HEAP_EVENTS: AtomicBool = AtomicBool::new(false);
 
+/// True while events are recorded (any source): what `capture_traceback` checks when it
+/// takes a thread's unchanged stack without the lock.
+pub(crate) static EVENTS_RECORDING: AtomicBool = AtomicBool::new(false);
+
 /// True while a capture file is being recorded.
 pub(crate) static CAPTURING: AtomicBool = AtomicBool::new(false);
 
@@ -354,6 +358,8 @@ fn publish_flags(rec: &Recorder) {
         .as_ref()
         .is_some_and(|e| e.recording && e.python_heap);
     HEAP_EVENTS.store(heap, Ordering::Release);
+    let recording = rec.events.as_ref().is_some_and(|e| e.recording);
+    EVENTS_RECORDING.store(recording, Ordering::Release);
     CAPTURING.store(rec.capture.is_some(), Ordering::Release);
 }
 

@@ -17,7 +17,7 @@ use pyo3::ffi;
 use crate::cpython::frames;
 use crate::native::unwind::native_stacks;
 use crate::record::op_context::{self, TracebackHandle};
-use crate::record::recorder::{Attribution, GENERATION, RECORDER};
+use crate::record::recorder::{Attribution, EVENTS_RECORDING, GENERATION, RECORDER};
 use crate::thread::hook_mode::HookThread;
 use crate::thread::thread_capture::ThreadCapture;
 
@@ -97,10 +97,33 @@ pub(crate) fn repeat_traceback(
 ) -> Option<TracebackHandle> {
     let mut cap = thread.capture.try_borrow_mut().ok()?;
     let found = repeated(&cap, tstate)?;
+    if let frames::Innermost::Unchanged = found {
+        if let Some(handle) = unchanged_traceback(&cap) {
+            return Some(handle);
+        }
+    }
     let mut guard = RECORDER.lock();
     let rec = guard
         .as_mut()
         .filter(|r| r.events.as_ref().is_some_and(|e| e.recording))?;
     let stack = cap.intern_repeat(rec, found)?;
     Some(op_context::handle(rec.generation, stack))
+}
+
+/// The handle of the calling thread's last captured stack, found unchanged, without the
+/// recorder's lock: while events are recorded and the ids are complete and of the
+/// recorder's generation (`repeated` compared it). What the locked path returns, at the
+/// moment `GENERATION` was read; a recording stopped or restarted since then makes the
+/// same difference as one stopped or restarted just after a locked capture (the handle is
+/// stale when the generation moved on, and resolving it says so). Unlike the locked path
+/// it takes no pending code reference ([`crate::record::recorder::Recorder::intern_frame`]):
+/// it interns no frame, and those references wait for the next interning as they would
+/// if this capture had not happened.
+#[inline(always)]
+fn unchanged_traceback(cap: &ThreadCapture) -> Option<TracebackHandle> {
+    let n = cap.ids.len();
+    if n == 0 || n != cap.frames.len() || !EVENTS_RECORDING.load(Ordering::Acquire) {
+        return None;
+    }
+    Some(op_context::handle(cap.generation, cap.ids[n - 1]))
 }

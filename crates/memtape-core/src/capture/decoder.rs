@@ -180,17 +180,17 @@ fn step_reference(
     name: &'static str,
 ) -> Result<u64, RecordError> {
     let step = field(cursor.sv(), name)?;
-    let at = i128::from(delta.prev_freed) + i128::from(step);
-    let addr = usize::try_from(at)
-        .ok()
-        .and_then(|at| delta.allocs.get(at))
-        .ok_or(RecordError::BadStepReference {
+    // A wrapping sum, as for addresses: a step before 0 wraps far past the end.
+    let at = delta.prev_freed.wrapping_add(step as u64);
+    let Some(&addr) = usize::try_from(at).ok().and_then(|at| delta.allocs.get(at)) else {
+        return Err(RecordError::BadStepReference {
             field: name,
-            at,
+            at: i128::from(delta.prev_freed) + i128::from(step),
             allocs: delta.allocs.len(),
-        })?;
-    delta.prev_freed = at as u64;
-    Ok(*addr)
+        });
+    };
+    delta.prev_freed = at;
+    Ok(addr)
 }
 
 #[inline(always)]

@@ -51,12 +51,10 @@ impl BlockEncoder {
     /// An allocation of `size` bytes at `addr` in tracemalloc `domain`, by `stack`.
     #[inline]
     pub fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
-        let free_count = self.recent.frees();
         let reused = self
             .recent
-            .alloc(addr)
-            .map(|free| free_count - 1 - free)
-            .filter(|&back| !self.no_back_references && back < REUSE_LIMIT);
+            .alloc(addr, REUSE_LIMIT)
+            .filter(|_| !self.no_back_references);
         match (domain, reused) {
             (0, Some(back)) => {
                 self.buf.push(tag::ALLOC_REUSE);

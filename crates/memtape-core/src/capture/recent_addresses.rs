@@ -4,8 +4,8 @@
 //! the same block names that free (`AllocReuse`). Python's allocators hand out the block
 //! freed last of a size class first, and programs often free what they built in the
 //! order they built it, so the references repeat in patterns that compress far better
-//! than addresses. The tables hand out ordinals; the encoder turns them into distances
-//! or steps.
+//! than addresses. An allocation gets a distance, a free an ordinal (the encoder turns
+//! it into a step).
 //!
 //! A direct-mapped table per kind, keyed by address: one load and one store per record
 //! on the recording path, no probing. A miss (a collision, or an event of an earlier
@@ -60,13 +60,15 @@ fn slot_of(addr: u64) -> usize {
 }
 
 impl RecentAddresses {
-    /// Records an allocation at `addr`; returns the ordinal in this block of the free at
-    /// the same address, if the table remembers one.
+    /// Records an allocation at `addr`; returns how many frees back in this block one at
+    /// the same address was, if the table remembers one less than `max_back` back.
     #[inline]
-    pub(super) fn alloc(&mut self, addr: u64) -> Option<u32> {
+    pub(super) fn alloc(&mut self, addr: u64, max_back: u32) -> Option<u32> {
         let i = slot_of(addr);
         let freed = self.frees[i];
-        let back = (freed.block == self.block && freed.addr == addr).then_some(freed.ordinal);
+        let back = (freed.block == self.block && freed.addr == addr)
+            .then(|| self.free_count - 1 - freed.ordinal)
+            .filter(|&back| back < max_back);
         self.allocs[i] = Slot {
             addr,
             ordinal: self.alloc_count,
@@ -91,12 +93,6 @@ impl RecentAddresses {
         };
         self.free_count += 1;
         back
-    }
-
-    /// Frees recorded so far in this block.
-    #[inline]
-    pub(super) fn frees(&self) -> u32 {
-        self.free_count
     }
 
     /// Starts a new block: nothing before it is referred to.

@@ -97,14 +97,16 @@ pub(crate) struct BlockCounts {
     pub(crate) events: u64,
 }
 
-/// The delta state of a block, reset at its start: the previous address and stack, and
-/// the addresses of the block's allocations and frees so far (for back references). The
+/// The delta state of a block, reset at its start: the previous address and stack, the
+/// ordinal of the allocation the previous FreeStep freed, and the addresses of the
+/// block's allocations and frees so far (for back references). The
 /// reader keeps one for the whole file, so the address lists keep their memory from one
 /// block to the next.
 #[derive(Debug, Default)]
 pub(crate) struct DeltaState {
     prev_addr: u64,
     prev_stack: u32,
+    prev_freed: u64,
     allocs: Vec<u64>,
     frees: Vec<u64>,
 }
@@ -113,6 +115,7 @@ impl DeltaState {
     fn reset(&mut self) {
         self.prev_addr = 0;
         self.prev_stack = 0;
+        self.prev_freed = 0;
         self.allocs.clear();
         self.frees.clear();
     }
@@ -166,6 +169,28 @@ fn back_reference(seen: &[u64], back: u64, name: &'static str) -> Result<u64, Re
         .and_then(|back| seen.len().checked_sub(back + 1))
         .map(|at| seen[at])
         .ok_or(RecordError::BadBackReference { field: name, back })
+}
+
+/// The address of the allocation a FreeStep names: the step read plus the ordinal the
+/// previous FreeStep named.
+#[inline(always)]
+fn step_reference(
+    cursor: &mut ByteCursor<'_>,
+    delta: &mut DeltaState,
+    name: &'static str,
+) -> Result<u64, RecordError> {
+    let step = field(cursor.sv(), name)?;
+    // A wrapping sum, as for addresses: a step before 0 wraps far past the end.
+    let at = delta.prev_freed.wrapping_add(step as u64);
+    let Some(&addr) = usize::try_from(at).ok().and_then(|at| delta.allocs.get(at)) else {
+        return Err(RecordError::BadStepReference {
+            field: name,
+            at: i128::from(delta.prev_freed) + i128::from(step),
+            allocs: delta.allocs.len(),
+        });
+    };
+    delta.prev_freed = at;
+    Ok(addr)
 }
 
 #[inline(always)]
@@ -249,6 +274,10 @@ fn decode_record<'a, V: RecordVisitor<'a>>(
             let addr = back_reference(&delta.allocs, back, "alloc reference of a FreeBack")?;
             free(delta, visitor, None, addr);
         }
+        tag::FREE_STEP => {
+            let addr = step_reference(cursor, delta, "alloc reference of a FreeStep")?;
+            free(delta, visitor, None, addr);
+        }
         tag::ALLOC_IN_DOMAIN => {
             let domain = uv32(cursor, "domain of an Alloc")?;
             let addr = addr(cursor, delta, "address delta of an Alloc")?;
@@ -263,6 +292,11 @@ fn decode_record<'a, V: RecordVisitor<'a>>(
             let domain = uv32(cursor, "domain of a FreeBack")?;
             let back = field(cursor.uv(), "alloc reference of a FreeBack")?;
             let addr = back_reference(&delta.allocs, back, "alloc reference of a FreeBack")?;
+            free(delta, visitor, Some(domain), addr);
+        }
+        tag::FREE_STEP_IN_DOMAIN => {
+            let domain = uv32(cursor, "domain of a FreeStep")?;
+            let addr = step_reference(cursor, delta, "alloc reference of a FreeStep")?;
             free(delta, visitor, Some(domain), addr);
         }
         other => {

@@ -4,9 +4,18 @@ use super::recent_addresses::RecentAddresses;
 use super::record::{tag, Record};
 use super::varint::{put_sv, put_uv};
 
+/// The farthest free an AllocReuse names. A reuse farther back is written with its
+/// address delta instead: on allocation-heavy code, far reuses are rare and irregular,
+/// and their distances compressed worse than the addresses did (section 26 of
+/// `benchmarks/RESULTS.md`).
+const REUSE_LIMIT: u32 = 2048;
+
 /// Appends records to an in-memory raw block with the delta state of the spec
-/// (`prev_addr`, `prev_stack`, both 0 at the block start) and, from format version 3,
-/// back references to the block's earlier allocations and frees ([`RecentAddresses`]).
+/// (`prev_addr`, `prev_stack`, `prev_freed`, all 0 at the block start) and back
+/// references to the block's earlier allocations and frees ([`RecentAddresses`]): an
+/// AllocReuse names a recent free by its distance (format version 3), a FreeStep names
+/// an allocation by its ordinal's step from the previous FreeStep's (version 4), small
+/// when a program frees what it built in the order it built it.
 ///
 /// Hand the block to [`CaptureFileWriter::write_block`](super::CaptureFileWriter::write_block)
 /// with [`take`](Self::take) (or [`as_bytes`](Self::as_bytes) then [`clear`](Self::clear),
@@ -17,6 +26,8 @@ pub struct BlockEncoder {
     buf: Vec<u8>,
     prev_addr: u64,
     prev_stack: u32,
+    /// The block ordinal of the allocation the last FreeStep freed.
+    prev_freed: u32,
     events: u64,
     recent: RecentAddresses,
     /// Off only to write version-2 blocks in tests.
@@ -40,7 +51,10 @@ impl BlockEncoder {
     /// An allocation of `size` bytes at `addr` in tracemalloc `domain`, by `stack`.
     #[inline]
     pub fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
-        let reused = self.recent.alloc(addr).filter(|_| !self.no_back_references);
+        let reused = self
+            .recent
+            .alloc(addr, REUSE_LIMIT)
+            .filter(|_| !self.no_back_references);
         match (domain, reused) {
             (0, Some(back)) => {
                 self.buf.push(tag::ALLOC_REUSE);
@@ -65,16 +79,16 @@ impl BlockEncoder {
     /// A free of the block at `addr`, in `domain` when the recorder knows it.
     #[inline]
     pub fn free(&mut self, domain: Option<u32>, addr: u64) {
-        let back = self.recent.free(addr).filter(|_| !self.no_back_references);
-        match (domain, back) {
-            (None, Some(back)) => {
-                self.buf.push(tag::FREE_BACK);
-                put_uv(&mut self.buf, u64::from(back));
+        let allocated = self.recent.free(addr).filter(|_| !self.no_back_references);
+        match (domain, allocated) {
+            (None, Some(alloc)) => {
+                self.buf.push(tag::FREE_STEP);
+                self.put_freed(alloc);
             }
-            (Some(domain), Some(back)) => {
-                self.buf.push(tag::FREE_BACK_IN_DOMAIN);
+            (Some(domain), Some(alloc)) => {
+                self.buf.push(tag::FREE_STEP_IN_DOMAIN);
                 put_uv(&mut self.buf, u64::from(domain));
-                put_uv(&mut self.buf, u64::from(back));
+                self.put_freed(alloc);
             }
             (None, None) => {
                 self.buf.push(tag::FREE);
@@ -90,7 +104,7 @@ impl BlockEncoder {
     }
 
     /// Writes blocks without back references, as format versions 1 and 2 did (to make
-    /// old files in tests).
+    /// old files in tests, and to measure what the references save).
     #[cfg(test)]
     pub(crate) fn without_back_references(mut self) -> Self {
         self.no_back_references = true;
@@ -245,6 +259,7 @@ impl BlockEncoder {
     fn reset_state(&mut self) {
         self.prev_addr = 0;
         self.prev_stack = 0;
+        self.prev_freed = 0;
         self.events = 0;
         self.recent.new_block();
     }
@@ -255,6 +270,13 @@ impl BlockEncoder {
         // and small when they are close in either direction.
         put_sv(&mut self.buf, addr.wrapping_sub(self.prev_addr) as i64);
         self.prev_addr = addr;
+    }
+
+    /// A FreeStep's reference: the freed allocation's ordinal, as a step from the last.
+    #[inline]
+    fn put_freed(&mut self, alloc: u32) {
+        put_sv(&mut self.buf, i64::from(alloc) - i64::from(self.prev_freed));
+        self.prev_freed = alloc;
     }
 
     fn put_str(&mut self, value: &str) {

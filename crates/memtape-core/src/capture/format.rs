@@ -4,8 +4,8 @@
 /// The file magic, at offset 0.
 pub const FILE_MAGIC: [u8; 8] = *b"MEMTAPE\0";
 /// The format version this module writes (2 added the Module and NativeFrame records, 3
-/// the back references AllocReuse and FreeBack).
-pub const FORMAT_VERSION: u16 = 3;
+/// the back references AllocReuse and FreeBack, 4 the FreeStep references).
+pub const FORMAT_VERSION: u16 = 4;
 /// The oldest format version this module reads.
 pub const OLDEST_FORMAT_VERSION: u16 = 1;
 /// The magic at the start of every block.

@@ -1,6 +1,7 @@
 //! The capture file (`.mtape`): record encoding, the streaming writer and the reader.
 //!
-//! The format is specified in `docs/capture-format.md` (version 1). In short:
+//! The format is specified in `docs/capture-format.md` (version 4; readers read versions 1
+//! to 4). In short:
 //!
 //! ```text
 //! file := file_header block* [trailer_block]

@@ -1,17 +1,22 @@
 //! The encoder's memory of the block's recent allocations and frees, for the back
-//! references of format version 3: a free of a block allocated earlier in the same block
-//! names that allocation (`FreeBack`), and an allocation at the address of a block freed
-//! earlier in the same block names that free (`AllocReuse`). Python's allocators hand out
-//! the block freed last of a size class first, so both distances repeat in patterns that
-//! compress far better than addresses.
+//! references: a free of a block allocated earlier in the same block names that
+//! allocation (`FreeStep`), and an allocation at the address of a block freed earlier in
+//! the same block names that free (`AllocReuse`). Python's allocators hand out the block
+//! freed last of a size class first, and programs often free what they built in the
+//! order they built it, so the references repeat in patterns that compress far better
+//! than addresses. An allocation gets a distance, a free an ordinal (the encoder turns
+//! it into a step).
 //!
 //! A direct-mapped table per kind, keyed by address: one load and one store per record
 //! on the recording path, no probing. A miss (a collision, or an event of an earlier
 //! block) only falls back to the address delta; a hit is exact, because the slot holds
 //! the address it was written for.
 
-/// Slots per table (a power of two): 2 × 64 KiB.
-const SLOTS: usize = 1 << 12;
+/// Slots per table (a power of two): 2 × 256 KiB, one slot per 16 bytes of a 256 KiB
+/// span of addresses. Smaller tables lost most references on deep_recursion, whose few
+/// thousand live objects spread over a few hundred KiB (section 26 of
+/// `benchmarks/RESULTS.md`).
+const SLOTS: usize = 1 << 14;
 
 /// One remembered record: its address, its ordinal in the block, and the block it was
 /// written in.
@@ -49,19 +54,21 @@ impl Default for RecentAddresses {
 
 #[inline]
 fn slot_of(addr: u64) -> usize {
-    // Blocks are at least 8-byte aligned; neighbours land in neighbouring slots.
-    ((addr >> 3) as usize) & (SLOTS - 1)
+    // pymalloc's and malloc's blocks are 16-byte aligned on 64-bit systems; neighbours
+    // land in neighbouring slots.
+    ((addr >> 4) as usize) & (SLOTS - 1)
 }
 
 impl RecentAddresses {
-    /// Records an allocation at `addr`; returns how many frees back in this block one
-    /// at the same address was, if the table remembers one.
+    /// Records an allocation at `addr`; returns how many frees back in this block one at
+    /// the same address was, if the table remembers one less than `max_back` back.
     #[inline]
-    pub(super) fn alloc(&mut self, addr: u64) -> Option<u32> {
+    pub(super) fn alloc(&mut self, addr: u64, max_back: u32) -> Option<u32> {
         let i = slot_of(addr);
         let freed = self.frees[i];
         let back = (freed.block == self.block && freed.addr == addr)
-            .then(|| self.free_count - 1 - freed.ordinal);
+            .then(|| self.free_count - 1 - freed.ordinal)
+            .filter(|&back| back < max_back);
         self.allocs[i] = Slot {
             addr,
             ordinal: self.alloc_count,
@@ -71,14 +78,14 @@ impl RecentAddresses {
         back
     }
 
-    /// Records a free at `addr`; returns how many allocations back in this block one at
-    /// the same address was, if the table remembers one.
+    /// Records a free at `addr`; returns the ordinal in this block of the allocation at
+    /// the same address, if the table remembers one.
     #[inline]
     pub(super) fn free(&mut self, addr: u64) -> Option<u32> {
         let i = slot_of(addr);
         let allocated = self.allocs[i];
-        let back = (allocated.block == self.block && allocated.addr == addr)
-            .then(|| self.alloc_count - 1 - allocated.ordinal);
+        let back =
+            (allocated.block == self.block && allocated.addr == addr).then_some(allocated.ordinal);
         self.frees[i] = Slot {
             addr,
             ordinal: self.free_count,

@@ -20,6 +20,8 @@ pub(crate) mod tag {
     pub(crate) const ALLOC_REUSE: u8 = 0x0D;
     pub(crate) const FREE_BACK: u8 = 0x0E;
     pub(crate) const FREE_BACK_IN_DOMAIN: u8 = 0x0F;
+    pub(crate) const FREE_STEP: u8 = 0x10;
+    pub(crate) const FREE_STEP_IN_DOMAIN: u8 = 0x11;
 }
 
 /// One record of a capture file, with its delta encoding already undone.
@@ -42,8 +44,8 @@ pub enum Record<'a> {
         stack: u32,
     },
     /// The block at `addr` was freed. Tag 0x03 without a domain (domain 0 first, then
-    /// the others), 0x04 with one; 0x0E and 0x0F (version 3) when it was allocated
-    /// earlier in the block.
+    /// the others), 0x04 with one; 0x0E and 0x0F (version 3), or 0x10 and 0x11 (version
+    /// 4, what this version writes), when it was allocated earlier in the block.
     Free {
         /// The domain, when the recorder knew it.
         domain: Option<u32>,

@@ -20,6 +20,12 @@ pub(crate) enum RecordError {
     InvalidUtf8 { field: &'static str },
     /// A back reference to before the block's start.
     BadBackReference { field: &'static str, back: u64 },
+    /// A step reference to an allocation the block does not have (yet).
+    BadStepReference {
+        field: &'static str,
+        at: i128,
+        allocs: usize,
+    },
 }
 
 impl fmt::Display for RecordError {
@@ -42,6 +48,12 @@ impl fmt::Display for RecordError {
                 write!(
                     f,
                     "the {field} refers {back} back, before the block's start"
+                )
+            }
+            RecordError::BadStepReference { field, at, allocs } => {
+                write!(
+                    f,
+                    "the {field} names allocation {at} of the block, which has {allocs} so far"
                 )
             }
         }

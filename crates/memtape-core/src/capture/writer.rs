@@ -214,7 +214,7 @@ mod tests {
             .finish("{\"events\": 0}")
             .unwrap();
         assert_eq!(&out[..8], b"MEMTAPE\0");
-        assert_eq!(&out[8..10], &[3, 0]);
+        assert_eq!(&out[8..10], &[4, 0]);
         assert_eq!(&out[10..12], &[0, 0]);
         assert_eq!(&out[12..16], &[2, 0, 0, 0]);
         assert_eq!(&out[16..18], b"{}");

@@ -1,6 +1,7 @@
-//! Format version 3's back references: a free names an allocation earlier in the block,
-//! an allocation names a free at its address; both decode to the same records, shrink
-//! Python-like streams, and a reference before the block's start is a clean error.
+//! Back references: a free names an allocation earlier in the block (FreeBack in format
+//! version 3, FreeStep from version 4), an allocation names a free at its address
+//! (AllocReuse); all decode to the same records, shrink Python-like streams, and a
+//! reference outside the block's records so far is a clean error.
 
 use super::super::record::tag;
 use super::super::*;
@@ -38,7 +39,7 @@ fn churn(events: usize, seed: u64) -> Vec<Owned> {
     out
 }
 
-/// Encodes `records` into `encoder`, counting the AllocReuse and FreeBack records.
+/// Encodes `records` into `encoder`, counting the AllocReuse and FreeStep records.
 fn encode_counting(records: &[Owned], encoder: &mut BlockEncoder) -> (usize, usize) {
     let mut counts = (0, 0);
     for record in records {
@@ -46,7 +47,7 @@ fn encode_counting(records: &[Owned], encoder: &mut BlockEncoder) -> (usize, usi
         record.encode(encoder);
         match encoder.as_bytes()[before] {
             tag::ALLOC_REUSE => counts.0 += 1,
-            tag::FREE_BACK | tag::FREE_BACK_IN_DOMAIN => counts.1 += 1,
+            tag::FREE_STEP | tag::FREE_STEP_IN_DOMAIN => counts.1 += 1,
             _ => {}
         }
     }
@@ -89,6 +90,14 @@ fn a_reference_before_the_block_start_is_a_clean_error() {
             vec![tag::ALLOC, 0x10, 8, 2, tag::FREE_BACK_IN_DOMAIN, 0, 1],
             "the alloc reference of a FreeBack refers 1 back, before the block's start",
         ),
+        (
+            vec![tag::FREE_STEP, 1],
+            "the alloc reference of a FreeStep names allocation -1 of the block, which has 0",
+        ),
+        (
+            vec![tag::ALLOC, 0x10, 8, 2, tag::FREE_STEP_IN_DOMAIN, 0, 2],
+            "the alloc reference of a FreeStep names allocation 1 of the block, which has 1",
+        ),
     ] {
         let mut writer = CaptureFileWriter::new(Vec::new(), METADATA).unwrap();
         writer.write_block(&raw).unwrap();
@@ -99,4 +108,97 @@ fn a_reference_before_the_block_start_is_a_clean_error() {
             "{message_read:?} should contain {message:?}"
         );
     }
+}
+
+#[test]
+fn version_3_back_references_still_read() {
+    // Two allocations (at 8 and 24), FreeBack 1 (the one at 8), FreeBackInDomain 0 (24),
+    // AllocReuse 1 (the free of 8).
+    #[rustfmt::skip]
+    let raw = [
+        tag::ALLOC, 0x10, 8, 2,
+        tag::ALLOC, 0x20, 8, 0,
+        tag::FREE_BACK, 1,
+        tag::FREE_BACK_IN_DOMAIN, 5, 0,
+        tag::ALLOC_REUSE, 1, 16, 0,
+    ];
+    let mut writer = CaptureFileWriter::new(Vec::new(), METADATA).unwrap();
+    writer.write_block(&raw).unwrap();
+    let mut bytes = writer.finish(TRAILER).unwrap();
+    bytes[8..10].copy_from_slice(&3u16.to_le_bytes());
+    let alloc = |addr, size| Owned::Alloc {
+        domain: 0,
+        addr,
+        size,
+        stack: 1,
+    };
+    let (records, _) = read_ok(&bytes);
+    assert_eq!(
+        records,
+        [
+            alloc(8, 8),
+            alloc(24, 8),
+            Owned::Free {
+                domain: None,
+                addr: 8
+            },
+            Owned::Free {
+                domain: Some(5),
+                addr: 24
+            },
+            alloc(8, 16),
+        ]
+    );
+}
+
+/// A list of `OBJECTS` built then dropped, as deep_recursion does: four size classes in
+/// pools of their own (256 KiB in all), interleaved as the loop builds its items, then
+/// freed in the order they were built. Each free is a FreeStep one on from the last: two
+/// bytes. Address deltas, or distances from the latest allocation, take three.
+#[test]
+fn frees_in_build_order_take_two_bytes_each() {
+    const OBJECTS: u64 = 4000;
+    let addr = |i: u64| 0x7f00_0000_0000 + (i % 4) * 0x1_0000 + (i / 4) * 64;
+    let mut encoder = BlockEncoder::new();
+    let mut records = Vec::new();
+    for i in 0..OBJECTS {
+        records.push(Owned::Alloc {
+            domain: 0,
+            addr: addr(i),
+            size: 64,
+            stack: 3,
+        });
+        records.last().unwrap().encode(&mut encoder);
+    }
+    let frees_start = encoder.len();
+    for i in 0..OBJECTS {
+        records.push(Owned::Free {
+            domain: None,
+            addr: addr(i),
+        });
+        records.last().unwrap().encode(&mut encoder);
+    }
+    let free_bytes = &encoder.as_bytes()[frees_start..];
+    assert_eq!(free_bytes.len() as u64, 2 * OBJECTS);
+    assert!(free_bytes.chunks(2).all(|free| free[0] == tag::FREE_STEP));
+
+    let sample = write_file(&[records.clone()], Some(TRAILER));
+    assert_eq!(read_ok(&sample.bytes).0, records);
+}
+
+#[test]
+fn far_reuses_are_written_with_their_address() {
+    let mut encoder = BlockEncoder::new();
+    for i in 0..3000u64 {
+        encoder.alloc(0, 0x1000 + i * 16, 16, 1);
+    }
+    for i in 0..3000u64 {
+        encoder.free(None, 0x1000 + i * 16);
+    }
+    let near = encoder.len();
+    encoder.alloc(0, 0x1000 + 2999 * 16, 16, 1);
+    assert_eq!(encoder.as_bytes()[near], tag::ALLOC_REUSE);
+    let far = encoder.len();
+    encoder.alloc(0, 0x1000, 16, 1);
+    assert_eq!(encoder.as_bytes()[far], tag::ALLOC);
 }

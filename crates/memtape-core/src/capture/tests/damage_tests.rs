@@ -116,7 +116,7 @@ fn foreign_input_is_a_clean_error() {
         ),
         (
             b"MEMTAPE\0\x07\0\0\0\0\0\0\0",
-            "unsupported capture format version 7 at offset 8 (this memtape reads 1 to 3): a newer memtape wrote it, or the file is damaged",
+            "unsupported capture format version 7 at offset 8 (this memtape reads 1 to 4): a newer memtape wrote it, or the file is damaged",
         ),
     ];
     for (bytes, message) in cases {

@@ -23,7 +23,8 @@ fn version_1_files_still_read() {
 
 #[test]
 fn version_2_files_still_read() {
-    // Version 2 is version 3 without the back references (AllocReuse, FreeBack).
+    // Version 2 is version 3 without the back references (AllocReuse, FreeBack); version
+    // 3 files are read in back_reference_tests.
     let old = every_kind();
     let sample = write_old_file(2, std::slice::from_ref(&old), Some(TRAILER));
     let mut reader = CaptureReader::new(&sample.bytes[..]).unwrap();

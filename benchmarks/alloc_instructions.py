@@ -1,11 +1,12 @@
 """Instructions of a reduced alloc_heavy, counted by valgrind's callgrind (independent of load).
 
 Rows (``--configs``): untraced, the stdlib's and ``memtape.tracemalloc`` at nframe 1,
-memtape's at 25, and a capture (what ``memtape run --no-native-heap`` records). Each row is the instructions of ``alloc_heavy.main(rows=N,
-rounds=1)`` less those of a run with no rows (start-up, imports and the tracer's start and
-stop drop out), and the ratio over untraced.
+memtape's at 25, and a capture (what ``memtape run --no-native-heap`` records); by
+default untraced, memtape25 and the capture. Each row is the instructions of
+``alloc_heavy.main(rows=N, rounds=1)`` less those of a run with no rows (start-up, imports
+and the tracer's start and stop drop out), and the ratio over untraced.
 
-Usage: python benchmarks/alloc_instructions.py [--rows N] [--keep DIR]
+Usage: python benchmarks/alloc_instructions.py [--rows N] [--configs A,B] [--keep DIR]
        (``--keep`` writes each run's callgrind file there, for callgrind_annotate)
 """
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from child_python import describe
 from memtape_cli import memtape, ok, python, read_json, write_program
 
@@ -37,6 +38,19 @@ print("summary thread", summary_thread())
 """
 
 
+def summary_from_the_file(capture: Path) -> str:
+    """The summary printed from the finished file by another process (no follower),
+    from its peak line on."""
+    fresh = ok(
+        python(
+            "-c",
+            "from memtape.cli.summary import print_run_summary\n"
+            f"print_run_summary({str(capture)!r}, 0, 0)\n",
+        )
+    )
+    return fresh.stderr[fresh.stderr.index("memtape: peak ") :]
+
+
 def test_the_summary_thread_runs_with_the_program_and_not_with_quiet(tmp_path: Path) -> None:
     script = write_program(tmp_path / "phases.py", PHASES)
     loud = ok(memtape("run", "-o", tmp_path / "loud.mtape", script))
@@ -51,16 +65,8 @@ def test_the_summary_is_what_reading_the_finished_file_prints(tmp_path: Path) ->
     capture = tmp_path / "phases.mtape"
     run = ok(memtape("run", "-o", capture, script))
     summary = run.stderr[run.stderr.index("memtape: peak ") :]
-    # The same summary printed from the finished file, with no follower.
-    fresh = ok(
-        python(
-            "-c",
-            "from memtape.cli.summary import print_run_summary\n"
-            f"print_run_summary({str(capture)!r}, 0, 0)\n",
-        )
-    )
-    fresh_summary = fresh.stderr[fresh.stderr.index("memtape: peak ") :]
-    assert fresh_summary == summary, (fresh_summary, summary)
+    fresh = summary_from_the_file(capture)
+    assert fresh == summary, (fresh, summary)
     assert "top sites at the peak" in summary and "phases.py" in summary, summary
 
 
@@ -76,3 +82,21 @@ def test_the_summary_threads_memory_is_not_the_programs(tmp_path: Path) -> None:
     stats = read_json("stats", capture)
     native = stats["end"]["by_source"]["native"]
     assert native < 1 << 20, stats["end"]
+
+
+@pytest.mark.parametrize(
+    "tail",
+    ["os._exit(3)\n", "os.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(30)\n"],
+    ids=["os._exit", "SIGTERM"],
+)
+def test_the_summary_thread_serves_every_way_out(tmp_path: Path, tail: str) -> None:
+    # os._exit and an unhandled SIGTERM finish the capture from inside the program: the
+    # summary comes from the thread there too, and the status is python's.
+    script = write_program(tmp_path / "out.py", "import signal\n" + PHASES + tail)
+    capture = tmp_path / "out.mtape"
+    run = memtape("run", "-o", capture, script)
+    plain = python(script)
+    assert run.returncode == plain.returncode, describe(run)
+    assert "summary thread 10" in run.stdout, describe(run)
+    summary = run.stderr[run.stderr.index("memtape: peak ") :]
+    assert summary_from_the_file(capture) == summary

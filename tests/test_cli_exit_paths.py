@@ -12,6 +12,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,27 @@ def test_os_exit_from_a_thread(tmp_path: Path) -> None:
     assert (stats["run"]["exit"], stats["run"]["exit_code"]) == ("os._exit", 4)
 
 
+@pytest.fixture
+def signals_at_default() -> Iterator[None]:
+    """Children start with the default disposition of the stop signals even when the test
+    run ignores one (under ``nohup``, SIGHUP is ignored, and an ignored signal stays
+    ignored across exec: plain python would then survive its own SIGHUP)."""
+    ignored = [
+        s
+        for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+        if signal.getsignal(s) == signal.SIG_IGN
+    ]
+    for s in ignored:
+        signal.signal(s, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        for s in ignored:
+            signal.signal(s, signal.SIG_IGN)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+@pytest.mark.usefixtures("signals_at_default")
 def test_a_signal_the_program_does_not_handle(tmp_path: Path, signum: signal.Signals) -> None:
     tail = f"os.kill(os.getpid(), {int(signum)})\ntime.sleep(30)\n"
     stats, _ = ended(tmp_path, signum.name, tail, -int(signum))

@@ -20,12 +20,17 @@ PHASES = """
 import os, time
 
 def summary_thread():
-    # The summary thread's nice value, or None when there is no such thread.
+    # The summary thread's nice value and whether it blocks SIGTERM (memtape's threads
+    # take no asynchronous signal), or None when there is no such thread.
     for task in os.listdir("/proc/self/task"):
         with open(f"/proc/self/task/{task}/comm") as f:
             if f.read().strip() == "memtape-summary":
                 with open(f"/proc/self/task/{task}/stat") as f:
-                    return int(f.read().rsplit(")", 1)[1].split()[16])
+                    nice = int(f.read().rsplit(")", 1)[1].split()[16])
+                with open(f"/proc/self/task/{task}/status") as f:
+                    status = dict(line.split(":\t", 1) for line in f)
+                blocked = int(status["SigBlk"], 16) >> (15 - 1) & 1
+                return f"{nice} {'blocks' if blocked else 'takes'} SIGTERM"
     return None
 
 kept = []
@@ -55,7 +60,7 @@ def test_the_summary_thread_runs_with_the_program_and_not_with_quiet(tmp_path: P
     script = write_program(tmp_path / "phases.py", PHASES)
     loud = ok(memtape("run", "-o", tmp_path / "loud.mtape", script))
     # Niced, so that on a busy machine it yields to the program.
-    assert loud.stdout == "summary thread 10\n", describe(loud)
+    assert loud.stdout == "summary thread 10 blocks SIGTERM\n", describe(loud)
     quiet = ok(memtape("run", "-q", "-o", tmp_path / "quiet.mtape", script))
     assert quiet.stdout == "summary thread None\n", describe(quiet)
 
@@ -97,6 +102,6 @@ def test_the_summary_thread_serves_every_way_out(tmp_path: Path, tail: str) -> N
     run = memtape("run", "-o", capture, script)
     plain = python(script)
     assert run.returncode == plain.returncode, describe(run)
-    assert "summary thread 10" in run.stdout, describe(run)
+    assert "summary thread 10 blocks SIGTERM" in run.stdout, describe(run)
     summary = run.stderr[run.stderr.index("memtape: peak ") :]
     assert summary_from_the_file(capture) == summary

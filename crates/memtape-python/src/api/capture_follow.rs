@@ -3,16 +3,17 @@
 //! flusher writes it ([`Following`]). When the program ends, only the last blocks are left
 //! to read, and the analysis is the one `analyze_capture` gives on the finished file.
 //!
-//! The thread is started before the capture (so that, as for the flusher, its own start-up
-//! allocations happen while nothing is traced), then handed the file once the capture has
-//! created it. Nothing it allocates or frees is recorded. It costs a share of a second CPU
+//! The thread is started before the capture, as memtape's other threads are
+//! ([`spawn_own_thread`]: no asynchronous signals, its start-up over while nothing is
+//! traced), then handed the file once the capture has created it. Nothing it allocates or
+//! frees is recorded. It costs a share of a second CPU
 //! and the analysis' memory (the live blocks' table) in the traced process.
 
 use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -25,7 +26,8 @@ use pyo3::prelude::*;
 use super::capture_analysis::PyCapture;
 use super::capture_file::capture_error;
 use super::report_api::analyzed;
-use crate::thread::hook_mode::{self, HookMode};
+use crate::session::signal_mask::spawn_own_thread;
+use crate::thread::hook_mode::HookMode;
 
 /// The longest the thread sleeps at the end of the file before looking again (it is
 /// woken at once when the capture ends).
@@ -46,22 +48,12 @@ pub(crate) struct CaptureFollower {
     pid: u32,
 }
 
-/// The thread: nothing of it is the program's; it waits for the file, then analyzes it
-/// as it grows. `None`: no file came.
-fn follow(
-    ready: SyncSender<()>,
-    file: std::sync::mpsc::Receiver<File>,
-    finished: Arc<AtomicBool>,
-) -> Option<Analyzed> {
-    // memtape's own module is not among the libraries whose allocations are followed;
-    // should any call of this thread reach a hook all the same, it passes through.
-    hook_mode::set(HookMode::InAllocHook);
+/// The thread: it waits for the file, then analyzes it as it grows. `None`: no file came.
+fn follow(file: Receiver<File>, finished: Arc<AtomicBool>) -> Option<Analyzed> {
     // Behind the program on a busy machine: what it has not read by the end, it reads
     // then, as the summary did before it.
     // SAFETY: two system calls about this thread only; no memory is passed.
     unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
-    // The receiver only goes away if `new` failed; the thread goes on either way.
-    let _ = ready.send(());
     let file = file.recv().ok()?;
     let input = BufReader::with_capacity(1 << 20, Following::new(file, finished, POLL));
     Some((|| {
@@ -81,16 +73,15 @@ impl CaptureFollower {
     /// Starts the thread; it waits for [`Self::follow`].
     #[new]
     fn new() -> PyResult<Self> {
-        let (ready_tx, ready_rx) = sync_channel(0);
         let (start, file) = sync_channel(1);
         let finished = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&finished);
-        let thread = std::thread::Builder::new()
-            .name("memtape-summary".into())
-            .spawn(move || follow(ready_tx, file, flag))
-            .map_err(|e| PyOSError::new_err(format!("cannot start the summary thread: {e}")))?;
-        // Its start-up is over (see the module's comment); an error means it ended.
-        let _ = ready_rx.recv();
+        // memtape's own module is not among the libraries whose allocations are followed;
+        // should any call of this thread reach a hook all the same, it passes through.
+        let thread = spawn_own_thread("memtape-summary", HookMode::InAllocHook, move || {
+            follow(file, flag)
+        })
+        .map_err(|e| PyOSError::new_err(format!("cannot start the summary thread: {e}")))?;
         Ok(Self {
             start: Some(start),
             finished,

@@ -16,8 +16,8 @@ use memtape_core::torch_snapshot::{PieceSink, WritePieces, PIECE_CAPACITY};
 use pyo3::Python;
 
 use crate::native;
-use crate::session::signal_mask::spawn_without_signals;
-use crate::thread::hook_mode::{self, HookMode};
+use crate::session::signal_mask::spawn_own_thread;
+use crate::thread::hook_mode::HookMode;
 
 /// Pieces handed over and not yet written (1 MiB each: at most 2 MiB waiting).
 const IN_FLIGHT: usize = 2;
@@ -101,28 +101,21 @@ impl Background {
         let mut out = file.try_clone()?;
         let (pieces, to_write) = mpsc::sync_channel::<Vec<u8>>(IN_FLIGHT);
         let (give_back, empties) = mpsc::sync_channel::<Vec<u8>>(IN_FLIGHT + 2);
-        let (ready_tx, ready) = mpsc::sync_channel::<()>(1);
-        let thread = spawn_without_signals(
-            std::thread::Builder::new().name("memtape-snapshot".into()),
-            move || {
-                // Whatever this thread allocates is memtape's own work, never recorded.
-                hook_mode::set(HookMode::Untraced);
-                let _ = ready_tx.send(());
-                let mut written = 0u64;
-                for mut piece in to_write {
-                    if let Err(e) = out.write_all(&piece) {
-                        return (written, Err(e));
-                    }
-                    written += piece.len() as u64;
-                    piece.clear();
-                    // Full only if the writer stopped taking buffers back: drop it then.
-                    let _ = give_back.try_send(piece);
+        // Whatever this thread allocates is memtape's own work, never recorded; its
+        // start-up is over when this returns (an error: it ended, and `stop` says why).
+        let thread = spawn_own_thread("memtape-snapshot", HookMode::Untraced, move || {
+            let mut written = 0u64;
+            for mut piece in to_write {
+                if let Err(e) = out.write_all(&piece) {
+                    return (written, Err(e));
                 }
-                (written, Ok(()))
-            },
-        )?;
-        // Its start-up is over once it says so (an error: it ended, and `stop` says why).
-        let _ = ready.recv();
+                written += piece.len() as u64;
+                piece.clear();
+                // Full only if the writer stopped taking buffers back: drop it then.
+                let _ = give_back.try_send(piece);
+            }
+            (written, Ok(()))
+        })?;
         Ok(Background {
             pieces: Some(pieces),
             empties,

@@ -13,13 +13,14 @@ use memtape_core::capture::CaptureFileWriter;
 use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
 
-use super::signal_mask::spawn_without_signals;
+use super::signal_mask::spawn_own_thread;
 use super::stack_resolution::{self, queue_resolution, resolve_new_stacks};
 use crate::intercept::{hooks, numpy_handler};
 use crate::record::recorder::{self, with_recorder, RECORDER};
 use crate::sinks::capture_sink::CaptureSink;
 use crate::sinks::flusher_wake::{wake, Wake};
-use crate::thread::{hook_mode, thread_id};
+use crate::thread::hook_mode::HookMode;
+use crate::thread::thread_id;
 
 /// How often the flusher looks at the block when nothing wakes it.
 const FLUSH_INTERVAL: Duration = Duration::from_millis(25);
@@ -35,17 +36,7 @@ static FLUSHER: Mutex<Option<Flusher>> = Mutex::new(None);
 static FAILURE: Mutex<Option<String>> = Mutex::new(None);
 static CAPTURE_PID: AtomicU32 = AtomicU32::new(0);
 
-fn flusher_loop(
-    mut writer: FileWriter,
-    wake: Arc<Wake>,
-    ready: std::sync::mpsc::SyncSender<()>,
-) -> std::io::Result<FileWriter> {
-    // Whatever libc allocates for this thread is memtape's, not the program's. The
-    // thread's start-up (its thread-locals' destructors, registered through libc) is over
-    // by now: `start` waits for this before native tracing can begin.
-    hook_mode::set(hook_mode::HookMode::Untraced);
-    // The receiver only goes away if `start` failed; the loop runs either way.
-    let _ = ready.send(());
+fn flusher_loop(mut writer: FileWriter, wake: Arc<Wake>) -> std::io::Result<FileWriter> {
     loop {
         let stopping = {
             let guard = wake.flag.lock().unwrap_or_else(|e| e.into_inner());
@@ -108,17 +99,14 @@ pub(crate) fn start(
         *f = (false, false);
     }
     let wake = Arc::clone(wake());
-    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
-    let handle = spawn_without_signals(
-        std::thread::Builder::new().name("memtape-flusher".into()),
-        move || flusher_loop(writer, wake, ready_tx),
-    )
+    // Native tracing may start right after this: the writer thread's own start-up
+    // allocations are over by then (else they would be a stackless native block of the
+    // program's), and whatever it allocates later is memtape's (Untraced). Should it end
+    // early, it is joined, and its failure reported, at stop.
+    let handle = spawn_own_thread("memtape-flusher", HookMode::Untraced, move || {
+        flusher_loop(writer, wake)
+    })
     .map_err(|e| PyOSError::new_err(format!("cannot start the capture writer thread: {e}")))?;
-    // Native tracing may start right after this returns: the writer thread's own start-up
-    // allocations must be over by then, or they would be recorded as a stackless native
-    // block of the program's. An error means the thread already ended (it is joined, and
-    // its failure reported, at stop). The thread never needs the GIL to get here.
-    let _ = ready_rx.recv();
     CAPTURE_PID.store(std::process::id(), Ordering::Release);
     *FLUSHER.lock().unwrap_or_else(|e| e.into_inner()) = Some(Flusher {
         handle,

@@ -66,6 +66,48 @@ def test_event_fields_and_frames_outermost_first() -> None:
     assert free["frames"][-1][2] == line_of(HERE, "ev-del")
 
 
+def _drop(items: list[bytearray]) -> None:
+    items.pop()  # @tm:ev-drop
+
+
+def _drop_from_a(items: list[bytearray]) -> None:
+    _drop(items)  # @tm:ev-drop-a
+
+
+def _drop_from_b(items: list[bytearray]) -> None:
+    _drop(items)  # @tm:ev-drop-b
+
+
+def test_free_stacks_on_repeated_and_moved_lines() -> None:
+    """Frees whose stack repeats the thread's last capture, or moved on from it by a
+    line, or reached through the same frames from another caller, carry their own stack
+    (the repeat path for frees must agree with a full walk)."""
+    fn = "test_free_stacks_on_repeated_and_moved_lines"
+    memtape.record_memory_events(True, 10_000, min_size=100_000)
+    items = [bytearray(100_000 + i) for i in range(8)]
+    for _ in range(2):
+        _drop_from_a(items)  # @tm:ev-call-a
+        _drop_from_b(items)  # @tm:ev-call-b
+    x = items.pop()
+    del x  # @tm:ev-del-x
+    y = items.pop()
+    del y  # @tm:ev-del-y
+    memtape.record_memory_events(False)
+    frees = {
+        e["size"] - 100_001: [(f[1].rsplit(".", 1)[-1], f[2]) for f in e["frames"][-3:]]
+        for e in ours(memtape.get_memory_events())
+        if e["action"] == "free" and 100_001 <= e["size"] < 100_009
+    }
+    via_a = [(fn, line_of(HERE, "ev-call-a")), ("_drop_from_a", line_of(HERE, "ev-drop-a"))]
+    via_b = [(fn, line_of(HERE, "ev-call-b")), ("_drop_from_b", line_of(HERE, "ev-drop-b"))]
+    dropped = ("_drop", line_of(HERE, "ev-drop"))
+    assert frees[7] == frees[5] == [*via_a, dropped]
+    assert frees[6] == frees[4] == [*via_b, dropped]
+    assert frees[3][-1] == (fn, line_of(HERE, "ev-del-x"))
+    assert frees[2][-1] == (fn, line_of(HERE, "ev-del-y"))
+    assert sorted(frees) == list(range(2, 8))
+
+
 def test_ring_keeps_exactly_the_last_entries_in_order_across_threads() -> None:
     memtape.record_memory_events(True, 100, sources=("framework",))
     per_thread = 250

@@ -64,7 +64,7 @@ impl EventRing {
     /// Times follow the ring's order: an event whose time is earlier than the one before
     /// it (clocks read by threads racing for the recorder, or a clock stepped back) is
     /// kept with the earlier event's time.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, mut event: Event) {
         self.pushed += 1;
         event.time_ns = event.time_ns.max(self.last_time);

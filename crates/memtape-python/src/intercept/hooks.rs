@@ -16,7 +16,7 @@ use memtape_core::{Action, EMPTY_STACK};
 
 use crate::cpython::thread_state;
 use crate::record::recorder::{hooks_active, Attribution, HEAP_EVENTS, RECORDER};
-use crate::record::repeat_alloc::record_repeat_alloc;
+use crate::record::repeat_alloc::{record_repeat_alloc, record_repeat_free};
 use crate::record::{capture, event_clock, op_context};
 use crate::thread::hook_mode::{self, HookMode, HookThread};
 use crate::thread::thread_id;
@@ -183,10 +183,19 @@ pub(crate) fn record_free(
     // are this thread's, mid-update).
     let prev = thread.map(|t| t.set_mode(HookMode::InAllocHook));
     let walked = match (&at, thread) {
-        (Some(_), Some(t)) if idle => Some(capture::walk(Some(t), tstate())),
-        _ => None,
+        (Some(a), Some(t)) if idle => {
+            let tstate = tstate();
+            if record_repeat_free(t, tstate, domain, block as u64, a) {
+                None
+            } else {
+                Some(Some(capture::walk(Some(t), tstate)))
+            }
+        }
+        _ => Some(None),
     };
-    forget_block(domain, block, at.as_ref(), walked);
+    if let Some(walked) = walked {
+        forget_block(domain, block, at.as_ref(), walked);
+    }
     if let (Some(t), Some(prev)) = (thread, prev) {
         t.set_mode(prev);
     }

@@ -87,6 +87,47 @@ pub(crate) fn record_repeat_alloc(
     true
 }
 
+/// Records the free of `block` in `domain` with the calling thread's stack, while events
+/// are recorded (`at`), when that stack is the one it captured last or that one with its
+/// innermost frame moved on: what [`crate::intercept::hooks::record_free`]'s walk and
+/// `forget_block` record, without the walk. False when that is not known to be so and
+/// nothing was done (the caller then takes the general path); true when the free was
+/// handled, recorded or not (a block the recorder does not know).
+///
+/// `thread` and `tstate` as for [`record_repeat_alloc`]; the caller guards the thread's
+/// mode as for the walk.
+#[inline(always)]
+pub(crate) fn record_repeat_free(
+    thread: &HookThread,
+    tstate: *mut ffi::PyThreadState,
+    domain: u32,
+    block: u64,
+    at: &Attribution,
+) -> bool {
+    let Ok(mut cap) = thread.capture.try_borrow_mut() else {
+        return false;
+    };
+    let Some(found) = repeated(&cap, tstate) else {
+        return false;
+    };
+    let mut guard = RECORDER.lock();
+    let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
+        return true;
+    };
+    // The stack first: when it cannot be had here, the general path does everything.
+    let Some(stack) = cap.intern_repeat(rec, found) else {
+        return false;
+    };
+    let Some(old) = rec.live.remove(domain, block) else {
+        return true;
+    };
+    if let Some(sink) = rec.capture.as_mut() {
+        sink.free(domain, old.addr, old.size);
+    }
+    rec.push_heap_event(Action::Free, old.addr, old.size, stack, at);
+    true
+}
+
 /// `capture_traceback`'s handle for the calling thread's stack when it repeats its last
 /// capture, while events are recorded; `None` when that is not known to be so (the
 /// general path). `thread` and `tstate` as for [`record_repeat_alloc`].

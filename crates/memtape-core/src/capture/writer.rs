@@ -10,9 +10,12 @@ use super::format::{
 /// The zstd level of records blocks. Chosen on format 2's records, 20 M events of a
 /// synthetic Python-like stream in blocks of 256 KiB raw (the `capture_size_and_speed`
 /// test): level 1 gave 1.91 bytes/event, 2 gave 1.84, 3 gave 1.74 for about the same time,
-/// 5 gave 1.71 for twice the time. Format 3 (back-references) kept it: alloc_heavy's
-/// 36 M real events take 0.22 bytes/event at level 3 (benchmarks/RESULTS.md, section 13).
-pub const ZSTD_LEVEL: i32 = 3;
+/// 5 gave 1.71 for twice the time. Format 4 moved it to 1: the flusher's compression is
+/// CPU the traced program competes with on small machines (level 3 was 6.6 % of all CPU
+/// samples of mypy under `memtape run`, level 1 3.8 %), for files 6-14 % larger
+/// (alloc_heavy 0.24 bytes/event against 0.21, deep_recursion 0.37 against 0.34;
+/// benchmarks/RESULTS.md, section 29).
+pub const ZSTD_LEVEL: i32 = 1;
 
 /// Writes a capture file to any [`Write`]: the header at creation, then one block per
 /// [`write_block`](Self::write_block), then the trailer at [`finish`](Self::finish).

@@ -16,7 +16,7 @@
 /// span of addresses. Smaller tables lost most references on deep_recursion, whose few
 /// thousand live objects spread over a few hundred KiB (section 26 of
 /// `benchmarks/RESULTS.md`).
-const SLOTS: usize = 1 << 14;
+pub(super) const SLOTS: usize = 1 << 14;
 
 /// One remembered record: its address, its ordinal in the block, and the block it was
 /// written in.
@@ -30,8 +30,9 @@ struct Slot {
 /// Recent allocations and frees of the current block, by address.
 #[derive(Clone, Debug)]
 pub(super) struct RecentAddresses {
-    allocs: Vec<Slot>,
-    frees: Vec<Slot>,
+    /// Arrays of a known length: a masked index needs no bounds check.
+    allocs: Box<[Slot; SLOTS]>,
+    frees: Box<[Slot; SLOTS]>,
     /// Allocation and free records so far in this block.
     alloc_count: u32,
     free_count: u32,
@@ -43,13 +44,21 @@ pub(super) struct RecentAddresses {
 impl Default for RecentAddresses {
     fn default() -> Self {
         RecentAddresses {
-            allocs: vec![Slot::default(); SLOTS],
-            frees: vec![Slot::default(); SLOTS],
+            allocs: empty_table(),
+            frees: empty_table(),
             alloc_count: 0,
             free_count: 0,
             block: 1,
         }
     }
+}
+
+/// A table of zeroed slots, built on the heap (it is too large for a thread's stack).
+fn empty_table() -> Box<[Slot; SLOTS]> {
+    vec![Slot::default(); SLOTS]
+        .into_boxed_slice()
+        .try_into()
+        .expect("SLOTS slots")
 }
 
 #[inline]
@@ -62,7 +71,7 @@ fn slot_of(addr: u64) -> usize {
 impl RecentAddresses {
     /// Records an allocation at `addr`; returns how many frees back in this block one at
     /// the same address was, if the table remembers one less than `max_back` back.
-    #[inline]
+    #[inline(always)]
     pub(super) fn alloc(&mut self, addr: u64, max_back: u32) -> Option<u32> {
         let i = slot_of(addr);
         let freed = self.frees[i];
@@ -80,7 +89,7 @@ impl RecentAddresses {
 
     /// Records a free at `addr`; returns the ordinal in this block of the allocation at
     /// the same address, if the table remembers one.
-    #[inline]
+    #[inline(always)]
     pub(super) fn free(&mut self, addr: u64) -> Option<u32> {
         let i = slot_of(addr);
         let allocated = self.allocs[i];

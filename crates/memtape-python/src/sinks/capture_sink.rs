@@ -26,6 +26,7 @@ pub(crate) struct CaptureSink {
     accepting: bool,
     start: Instant,
     last_time_ns: u64,
+    /// Events left before the next look at the clock.
     tick: u32,
     /// The flusher was woken for the block being filled: further events leave it be (a
     /// wake-up is a system call, and each one made the flusher fight the hooks for the
@@ -53,7 +54,7 @@ impl CaptureSink {
             accepting: true,
             start: Instant::now(),
             last_time_ns: 0,
-            tick: 0,
+            tick: CLOCK_EVERY,
             flusher_woken: false,
             resolved_upto: 0,
             strings: FxHashMap::default(),
@@ -103,20 +104,29 @@ impl CaptureSink {
         self.resolved_upto = from + resolved.len();
     }
 
-    #[inline]
+    /// Counts an event; every `CLOCK_EVERY`th looks at the clock.
+    #[inline(always)]
     fn clock(&mut self) {
-        self.tick = self.tick.wrapping_add(1);
-        if self.tick % CLOCK_EVERY == 0 {
-            let ns = self.start.elapsed().as_nanos() as u64;
-            if ns.saturating_sub(self.last_time_ns) >= 1_000_000 {
-                self.encoder.time(ns);
-                self.last_time_ns = ns;
-            }
+        self.tick -= 1;
+        if self.tick == 0 {
+            self.look_at_clock();
+        }
+    }
+
+    /// Writes a Time record when a millisecond or more passed since the last one.
+    #[cold]
+    #[inline(never)]
+    fn look_at_clock(&mut self) {
+        self.tick = CLOCK_EVERY;
+        let ns = self.start.elapsed().as_nanos() as u64;
+        if ns.saturating_sub(self.last_time_ns) >= 1_000_000 {
+            self.encoder.time(ns);
+            self.last_time_ns = ns;
         }
     }
 
     /// Records an allocation (if it is at least `min_size`).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
         if !self.accepting || size < self.min_size {
             return;
@@ -130,7 +140,7 @@ impl CaptureSink {
     }
 
     /// Records a free of a block of `size` bytes (dropped like its allocation was).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn free(&mut self, domain: u32, addr: u64, size: u64) {
         if !self.accepting || size < self.min_size {
             return;

@@ -55,9 +55,25 @@ impl BlockBuffer {
     /// Starts an Alloc or Free record with `tag`.
     #[inline(always)]
     pub(super) fn event(&mut self, tag: u8) -> EventRecord<'_> {
-        if self.bytes.len() - self.end < EVENT_ROOM {
-            self.grow(EVENT_ROOM);
+        match self.end.checked_add(EVENT_ROOM) {
+            Some(room_end) if room_end <= self.bytes.len() => self.record_at_end(tag),
+            // A call of its own, not a branch that joins the path above: there, the test
+            // is the slice's bounds check.
+            _ => self.event_after_growing(tag),
         }
+    }
+
+    /// [`event`](Self::event) when the room ran out.
+    #[cold]
+    #[inline(never)]
+    fn event_after_growing(&mut self, tag: u8) -> EventRecord<'_> {
+        self.grow(EVENT_ROOM);
+        self.record_at_end(tag)
+    }
+
+    /// A record with `tag` at the end, where there is room for it.
+    #[inline(always)]
+    fn record_at_end(&mut self, tag: u8) -> EventRecord<'_> {
         let BlockBuffer { bytes, end, .. } = self;
         let out: &mut [u8; EVENT_ROOM] = (&mut bytes[*end..*end + EVENT_ROOM])
             .try_into()
@@ -81,8 +97,6 @@ impl BlockBuffer {
     }
 
     /// Makes room for `more` bytes after the end (the `Vec`'s capacity grows as usual).
-    #[cold]
-    #[inline(never)]
     fn grow(&mut self, more: usize) {
         self.bytes.resize(self.end + more.max(GROW_STEP), 0);
     }

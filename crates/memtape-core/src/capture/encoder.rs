@@ -29,7 +29,6 @@ pub struct BlockEncoder {
     prev_stack: u32,
     /// The block ordinal of the allocation the last FreeStep freed.
     prev_freed: u32,
-    events: u64,
     recent: RecentAddresses,
     /// Set only to write version-2 blocks in tests.
     #[cfg(test)]
@@ -59,7 +58,6 @@ impl BlockEncoder {
             .filter(|_| self.back_references());
         let stack_step = i64::from(stack) - i64::from(self.prev_stack);
         self.prev_stack = stack;
-        self.events += 1;
         let mut record;
         match (domain, reused) {
             (0, Some(back)) => {
@@ -87,7 +85,6 @@ impl BlockEncoder {
     #[inline(always)]
     pub fn free(&mut self, domain: Option<u32>, addr: u64) {
         let allocated = self.recent.free(addr).filter(|_| self.back_references());
-        self.events += 1;
         let mut record;
         match (domain, allocated) {
             (None, Some(alloc)) => {
@@ -265,7 +262,7 @@ impl BlockEncoder {
     /// Alloc and Free records so far in this block.
     #[inline]
     pub fn events(&self) -> u64 {
-        self.events
+        self.recent.block_events()
     }
 
     /// Whether the block holds no record.
@@ -297,7 +294,6 @@ impl BlockEncoder {
         self.prev_addr = 0;
         self.prev_stack = 0;
         self.prev_freed = 0;
-        self.events = 0;
         self.recent.new_block();
     }
 

@@ -40,7 +40,8 @@ pub(crate) struct CaptureSink {
     native_frames: FxHashMap<u64, u32>,
     /// Modules written, by `(load bias, path)`.
     modules: FxHashMap<(u64, String), u32>,
-    events: u64,
+    /// Events of the blocks taken (the encoder counts those of the block being filled).
+    taken_events: u64,
 }
 
 impl CaptureSink {
@@ -61,7 +62,7 @@ impl CaptureSink {
             frames: FxHashMap::default(),
             native_frames: FxHashMap::default(),
             modules: FxHashMap::default(),
-            events: 0,
+            taken_events: 0,
         }
     }
 
@@ -72,7 +73,7 @@ impl CaptureSink {
 
     /// Events recorded so far.
     pub(crate) fn events(&self) -> u64 {
-        self.events
+        self.taken_events + self.encoder.events()
     }
 
     /// Adds a marker (for diffs between moments); false once stopping began.
@@ -133,7 +134,6 @@ impl CaptureSink {
         }
         self.clock();
         self.encoder.alloc(domain, addr, size, stack);
-        self.events += 1;
         if self.encoder.len() >= BLOCK_TARGET && !self.flusher_woken {
             self.flusher_woken = wake_flusher();
         }
@@ -147,7 +147,6 @@ impl CaptureSink {
         }
         self.clock();
         self.encoder.free((domain != 0).then_some(domain), addr);
-        self.events += 1;
     }
 
     /// The records appended since the last call (None: none), starting the next block
@@ -156,6 +155,7 @@ impl CaptureSink {
         if self.encoder.is_empty() {
             return None;
         }
+        self.taken_events += self.encoder.events();
         let block = self.encoder.take();
         self.flusher_woken = false;
         let ns = self.start.elapsed().as_nanos() as u64;

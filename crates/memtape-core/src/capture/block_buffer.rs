@@ -14,8 +14,9 @@ use super::varint::zigzag;
 
 /// Room made before each event record: more than the longest, a tag (1) plus a domain
 /// (`uv` of a u32: 5), an address delta (`sv` of 64 bits: 10), a size (`uv` of 64 bits:
-/// 10) and a stack delta (`sv` of 33 bits: 5), 31 in all.
-const EVENT_ROOM: usize = 32;
+/// 10) and a stack delta (`sv` of 33 bits: 5), 31 in all. 256: a `u8` offset indexes it
+/// without a bounds check or a mask.
+const EVENT_ROOM: usize = 256;
 
 /// Bytes zeroed at a time past the end when the room runs out: small steps, so that a
 /// new block's buffer is zeroed as it fills (each byte once), not all at its start.
@@ -121,15 +122,14 @@ impl BlockBuffer {
 pub(super) struct EventRecord<'a> {
     out: &'a mut [u8; EVENT_ROOM],
     end: &'a mut usize,
-    len: usize,
+    len: u8,
 }
 
 impl EventRecord<'_> {
     #[inline(always)]
     fn byte(&mut self, byte: u8) {
-        debug_assert!(self.len < EVENT_ROOM);
-        // The mask spares a bounds check: no event record reaches EVENT_ROOM bytes.
-        self.out[self.len % EVENT_ROOM] = byte;
+        debug_assert!(self.len < 31);
+        self.out[usize::from(self.len)] = byte;
         self.len += 1;
     }
 
@@ -165,7 +165,7 @@ impl EventRecord<'_> {
     /// Ends the record: the block now holds it.
     #[inline(always)]
     pub(super) fn finish(self) {
-        *self.end += self.len;
+        *self.end += usize::from(self.len);
     }
 }
 

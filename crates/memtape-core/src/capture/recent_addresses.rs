@@ -29,8 +29,9 @@ struct Slot {
     stamp: u64,
 }
 
-/// The last allocation and the last free at a slot.
+/// The last allocation and the last free at a slot (aligned: within one cache line).
 #[derive(Clone, Copy, Debug, Default)]
+#[repr(align(32))]
 struct Entry {
     alloc: Slot,
     free: Slot,

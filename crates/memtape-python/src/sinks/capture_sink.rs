@@ -15,7 +15,7 @@ use crate::native::unwind::loaded_modules::LoadedModule;
 
 /// Raw bytes after which the flusher is woken early.
 const BLOCK_TARGET: usize = 256 * 1024;
-/// Events between two looks at the clock in the hooks.
+/// Events between two looks at the clock (and at the block's size) in the hooks.
 const CLOCK_EVERY: u32 = 256;
 
 /// What a capture records, appended to by the hooks under the recorder lock.
@@ -105,24 +105,29 @@ impl CaptureSink {
         self.resolved_upto = from + resolved.len();
     }
 
-    /// Counts an event; every `CLOCK_EVERY`th looks at the clock.
+    /// Counts an event; every `CLOCK_EVERY`th looks at the clock and the block's size.
     #[inline(always)]
     fn clock(&mut self) {
         self.tick -= 1;
         if self.tick == 0 {
-            self.look_at_clock();
+            self.now_and_then();
         }
     }
 
-    /// Writes a Time record when a millisecond or more passed since the last one.
+    /// Writes a Time record when a millisecond or more passed since the last one, and
+    /// wakes the flusher when the block is full (at most `CLOCK_EVERY` records late: a few
+    /// KiB past `BLOCK_TARGET`).
     #[cold]
     #[inline(never)]
-    fn look_at_clock(&mut self) {
+    fn now_and_then(&mut self) {
         self.tick = CLOCK_EVERY;
         let ns = self.start.elapsed().as_nanos() as u64;
         if ns.saturating_sub(self.last_time_ns) >= 1_000_000 {
             self.encoder.time(ns);
             self.last_time_ns = ns;
+        }
+        if self.encoder.len() >= BLOCK_TARGET && !self.flusher_woken {
+            self.flusher_woken = wake_flusher();
         }
     }
 
@@ -134,9 +139,6 @@ impl CaptureSink {
         }
         self.clock();
         self.encoder.alloc(domain, addr, size, stack);
-        if self.encoder.len() >= BLOCK_TARGET && !self.flusher_woken {
-            self.flusher_woken = wake_flusher();
-        }
     }
 
     /// Records a free of a block of `size` bytes (dropped like its allocation was).

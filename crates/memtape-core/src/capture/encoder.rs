@@ -1,14 +1,15 @@
 //! [`BlockEncoder`]: appends records to a raw block.
 
+use super::block_buffer::BlockBuffer;
 use super::recent_addresses::RecentAddresses;
 use super::record::{tag, Record};
-use super::varint::{put_sv, put_uv};
+use super::varint::put_uv;
 
 /// The farthest free an AllocReuse names. A reuse farther back is written with its
 /// address delta instead: on allocation-heavy code, far reuses are rare and irregular,
 /// and their distances compressed worse than the addresses did (section 26 of
 /// `benchmarks/RESULTS.md`).
-const REUSE_LIMIT: u32 = 2048;
+pub(super) const REUSE_LIMIT: u32 = 2048;
 
 /// Appends records to an in-memory raw block with the delta state of the spec
 /// (`prev_addr`, `prev_stack`, `prev_freed`, all 0 at the block start) and back
@@ -23,14 +24,14 @@ const REUSE_LIMIT: u32 = 2048;
 /// is the caller's job.
 #[derive(Debug, Clone, Default)]
 pub struct BlockEncoder {
-    buf: Vec<u8>,
+    buf: BlockBuffer,
     prev_addr: u64,
     prev_stack: u32,
     /// The block ordinal of the allocation the last FreeStep freed.
     prev_freed: u32,
-    events: u64,
     recent: RecentAddresses,
-    /// Off only to write version-2 blocks in tests.
+    /// Set only to write version-2 blocks in tests.
+    #[cfg(test)]
     no_back_references: bool,
 }
 
@@ -43,64 +44,73 @@ impl BlockEncoder {
     /// An empty block whose buffer holds `bytes` before it grows.
     pub fn with_capacity(bytes: usize) -> Self {
         Self {
-            buf: Vec::with_capacity(bytes),
+            buf: BlockBuffer::with_capacity(bytes),
             ..Self::default()
         }
     }
 
     /// An allocation of `size` bytes at `addr` in tracemalloc `domain`, by `stack`.
-    #[inline]
+    #[inline(always)]
     pub fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
         let reused = self
             .recent
             .alloc(addr, REUSE_LIMIT)
-            .filter(|_| !self.no_back_references);
+            .filter(|_| self.back_references());
+        let stack_step = i64::from(stack) - i64::from(self.prev_stack);
+        self.prev_stack = stack;
+        let mut record;
         match (domain, reused) {
             (0, Some(back)) => {
-                self.buf.push(tag::ALLOC_REUSE);
-                put_uv(&mut self.buf, u64::from(back));
+                record = self.buf.event(tag::ALLOC_REUSE);
+                record.uv(u64::from(back));
             }
             (0, None) => {
-                self.buf.push(tag::ALLOC);
-                self.put_addr(addr);
+                let step = self.addr_step(addr);
+                record = self.buf.event(tag::ALLOC);
+                record.sv(step);
             }
             _ => {
-                self.buf.push(tag::ALLOC_IN_DOMAIN);
-                put_uv(&mut self.buf, u64::from(domain));
-                self.put_addr(addr);
+                let step = self.addr_step(addr);
+                record = self.buf.event(tag::ALLOC_IN_DOMAIN);
+                record.uv(u64::from(domain));
+                record.sv(step);
             }
         }
-        put_uv(&mut self.buf, size);
-        put_sv(&mut self.buf, i64::from(stack) - i64::from(self.prev_stack));
-        self.prev_stack = stack;
-        self.events += 1;
+        record.uv(size);
+        record.sv(stack_step);
+        record.finish();
     }
 
     /// A free of the block at `addr`, in `domain` when the recorder knows it.
-    #[inline]
+    #[inline(always)]
     pub fn free(&mut self, domain: Option<u32>, addr: u64) {
-        let allocated = self.recent.free(addr).filter(|_| !self.no_back_references);
+        let allocated = self.recent.free(addr).filter(|_| self.back_references());
+        let mut record;
         match (domain, allocated) {
             (None, Some(alloc)) => {
-                self.buf.push(tag::FREE_STEP);
-                self.put_freed(alloc);
+                let step = self.freed_step(alloc);
+                record = self.buf.event(tag::FREE_STEP);
+                record.sv(step);
             }
             (Some(domain), Some(alloc)) => {
-                self.buf.push(tag::FREE_STEP_IN_DOMAIN);
-                put_uv(&mut self.buf, u64::from(domain));
-                self.put_freed(alloc);
+                let step = self.freed_step(alloc);
+                record = self.buf.event(tag::FREE_STEP_IN_DOMAIN);
+                record.uv(u64::from(domain));
+                record.sv(step);
             }
             (None, None) => {
-                self.buf.push(tag::FREE);
-                self.put_addr(addr);
+                let step = self.addr_step(addr);
+                record = self.buf.event(tag::FREE);
+                record.sv(step);
             }
             (Some(domain), None) => {
-                self.buf.push(tag::FREE_IN_DOMAIN);
-                put_uv(&mut self.buf, u64::from(domain));
-                self.put_addr(addr);
+                let step = self.addr_step(addr);
+                record = self.buf.event(tag::FREE_IN_DOMAIN);
+                record.uv(u64::from(domain));
+                record.sv(step);
             }
         }
-        self.events += 1;
+        record.finish();
     }
 
     /// Writes blocks without back references, as format versions 1 and 2 did (to make
@@ -111,33 +121,50 @@ impl BlockEncoder {
         self
     }
 
+    /// Whether records refer back to earlier ones (always, but in some tests).
+    #[inline(always)]
+    fn back_references(&self) -> bool {
+        #[cfg(test)]
+        return !self.no_back_references;
+        #[cfg(not(test))]
+        true
+    }
+
     /// The time of the records that follow, in ns since the metadata's `start_time_ns`.
     pub fn time(&mut self, ns_since_start: u64) {
-        self.buf.push(tag::TIME);
-        put_uv(&mut self.buf, ns_since_start);
+        self.buf.rare(|out| {
+            out.push(tag::TIME);
+            put_uv(out, ns_since_start);
+        });
     }
 
     /// An interned string.
     pub fn string(&mut self, id: u32, value: &str) {
-        self.buf.push(tag::STRING);
-        put_uv(&mut self.buf, u64::from(id));
-        self.put_str(value);
+        self.buf.rare(|out| {
+            out.push(tag::STRING);
+            put_uv(out, u64::from(id));
+            put_str(out, value);
+        });
     }
 
     /// A resolved frame: string ids of its filename and function name, and its line.
     pub fn frame(&mut self, id: u32, filename: u32, name: u32, line: u32) {
-        self.buf.push(tag::FRAME);
-        for value in [id, filename, name, line] {
-            put_uv(&mut self.buf, u64::from(value));
-        }
+        self.buf.rare(|out| {
+            out.push(tag::FRAME);
+            for value in [id, filename, name, line] {
+                put_uv(out, u64::from(value));
+            }
+        });
     }
 
     /// A stack: `parent` plus the innermost `frame`.
     pub fn stack(&mut self, id: u32, parent: u32, frame: u32) {
-        self.buf.push(tag::STACK);
-        for value in [id, parent, frame] {
-            put_uv(&mut self.buf, u64::from(value));
-        }
+        self.buf.rare(|out| {
+            out.push(tag::STACK);
+            for value in [id, parent, frame] {
+                put_uv(out, u64::from(value));
+            }
+        });
     }
 
     /// A loaded module native frames refer to: its path, load bias, GNU build id and
@@ -150,22 +177,26 @@ impl BlockEncoder {
         build_id: &[u8],
         segments: &[(u64, u64)],
     ) {
-        self.buf.push(tag::MODULE);
-        put_uv(&mut self.buf, u64::from(id));
-        self.put_str(path);
-        put_uv(&mut self.buf, base);
-        put_uv(&mut self.buf, build_id.len() as u64);
-        self.buf.extend_from_slice(build_id);
-        super::record::Segments::encode(segments, &mut self.buf);
+        self.buf.rare(|out| {
+            out.push(tag::MODULE);
+            put_uv(out, u64::from(id));
+            put_str(out, path);
+            put_uv(out, base);
+            put_uv(out, build_id.len() as u64);
+            out.extend_from_slice(build_id);
+            super::record::Segments::encode(segments, out);
+        });
     }
 
     /// A native frame (frame id `id`): a return address at file address `offset` of
     /// `module`.
     pub fn native_frame(&mut self, id: u32, module: u32, offset: u64) {
-        self.buf.push(tag::NATIVE_FRAME);
-        put_uv(&mut self.buf, u64::from(id));
-        put_uv(&mut self.buf, u64::from(module));
-        put_uv(&mut self.buf, offset);
+        self.buf.rare(|out| {
+            out.push(tag::NATIVE_FRAME);
+            put_uv(out, u64::from(id));
+            put_uv(out, u64::from(module));
+            put_uv(out, offset);
+        });
     }
 
     /// Appends a record as read back from a capture (re-encoding, tests).
@@ -208,14 +239,18 @@ impl BlockEncoder {
 
     /// A user mark.
     pub fn marker(&mut self, label: &str) {
-        self.buf.push(tag::MARKER);
-        self.put_str(label);
+        self.buf.rare(|out| {
+            out.push(tag::MARKER);
+            put_str(out, label);
+        });
     }
 
     /// `count` events the recorder had to drop.
     pub fn dropped(&mut self, count: u64) {
-        self.buf.push(tag::DROPPED);
-        put_uv(&mut self.buf, count);
+        self.buf.rare(|out| {
+            out.push(tag::DROPPED);
+            put_uv(out, count);
+        });
     }
 
     /// Raw bytes so far.
@@ -227,24 +262,23 @@ impl BlockEncoder {
     /// Alloc and Free records so far in this block.
     #[inline]
     pub fn events(&self) -> u64 {
-        self.events
+        self.recent.block_events()
     }
 
     /// Whether the block holds no record.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+        self.buf.len() == 0
     }
 
     /// The raw block so far.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.buf
+        self.buf.as_bytes()
     }
 
     /// Hands the raw block out and starts a new one (delta state reset).
     pub fn take(&mut self) -> Vec<u8> {
-        let capacity = self.buf.capacity();
-        let raw = std::mem::replace(&mut self.buf, Vec::with_capacity(capacity));
+        let raw = self.buf.take();
         self.reset_state();
         raw
     }
@@ -260,29 +294,32 @@ impl BlockEncoder {
         self.prev_addr = 0;
         self.prev_stack = 0;
         self.prev_freed = 0;
-        self.events = 0;
         self.recent.new_block();
     }
 
-    #[inline]
-    fn put_addr(&mut self, addr: u64) {
+    /// The address delta of a record at `addr`, which becomes the previous address.
+    #[inline(always)]
+    fn addr_step(&mut self, addr: u64) -> i64 {
         // A wrapping difference reinterpreted as signed: exact for any pair of addresses,
         // and small when they are close in either direction.
-        put_sv(&mut self.buf, addr.wrapping_sub(self.prev_addr) as i64);
+        let step = addr.wrapping_sub(self.prev_addr) as i64;
         self.prev_addr = addr;
+        step
     }
 
     /// A FreeStep's reference: the freed allocation's ordinal, as a step from the last.
-    #[inline]
-    fn put_freed(&mut self, alloc: u32) {
-        put_sv(&mut self.buf, i64::from(alloc) - i64::from(self.prev_freed));
+    #[inline(always)]
+    fn freed_step(&mut self, alloc: u32) -> i64 {
+        let step = i64::from(alloc) - i64::from(self.prev_freed);
         self.prev_freed = alloc;
+        step
     }
+}
 
-    fn put_str(&mut self, value: &str) {
-        put_uv(&mut self.buf, value.len() as u64);
-        self.buf.extend_from_slice(value.as_bytes());
-    }
+/// A string: its length, then its UTF-8 bytes.
+fn put_str(out: &mut Vec<u8>, value: &str) {
+    put_uv(out, value.len() as u64);
+    out.extend_from_slice(value.as_bytes());
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@
 //! Every length read from a file is checked against the limits below before anything is
 //! allocated for it, and no input makes the reader panic.
 
+mod block_buffer;
 mod decoder;
 mod encoder;
 mod error;

@@ -7,47 +7,61 @@
 //! than addresses. An allocation gets a distance, a free an ordinal (the encoder turns
 //! it into a step).
 //!
-//! A direct-mapped table per kind, keyed by address: one load and one store per record
-//! on the recording path, no probing. A miss (a collision, or an event of an earlier
-//! block) only falls back to the address delta; a hit is exact, because the slot holds
-//! the address it was written for.
+//! A direct-mapped table keyed by address, each entry the last allocation and the last
+//! free at its slot side by side (an allocation looks at the free and writes the
+//! allocation: one cache line): one load and one store per record on the recording path,
+//! no probing. A miss (a collision, or an event of an earlier block) only falls back to
+//! the address delta; a hit is exact, because the slot holds the address it was written
+//! for.
 
-/// Slots per table (a power of two): 2 × 256 KiB, one slot per 16 bytes of a 256 KiB
+/// Entries in the table (a power of two): 512 KiB, one entry per 16 bytes of a 256 KiB
 /// span of addresses. Smaller tables lost most references on deep_recursion, whose few
 /// thousand live objects spread over a few hundred KiB (section 26 of
 /// `benchmarks/RESULTS.md`).
-const SLOTS: usize = 1 << 14;
+pub(super) const SLOTS: usize = 1 << 14;
 
-/// One remembered record: its address, its ordinal in the block, and the block it was
-/// written in.
+/// One remembered record: its address and its stamp, 1 + how many records of its kind
+/// the encoder wrote before it, in any block (0: no record). A stamp up to the count
+/// at the block's start is of an earlier block.
 #[derive(Clone, Copy, Debug, Default)]
 struct Slot {
     addr: u64,
-    ordinal: u32,
-    block: u32,
+    stamp: u64,
+}
+
+/// The last allocation and the last free at a slot (aligned: within one cache line).
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(align(32))]
+struct Entry {
+    alloc: Slot,
+    free: Slot,
 }
 
 /// Recent allocations and frees of the current block, by address.
 #[derive(Clone, Debug)]
 pub(super) struct RecentAddresses {
-    allocs: Vec<Slot>,
-    frees: Vec<Slot>,
-    /// Allocation and free records so far in this block.
-    alloc_count: u32,
-    free_count: u32,
-    /// The current block's number; slots of other blocks never match. Starts at 1, so
-    /// the zeroed slots belong to no block.
-    block: u32,
+    /// An array of a known length: a masked index needs no bounds check.
+    table: Box<[Entry; SLOTS]>,
+    /// Allocation and free records written, in every block.
+    allocs: u64,
+    frees: u64,
+    /// `allocs` and `frees` when the current block began: stamps up to these are of
+    /// earlier blocks, and never match.
+    block_allocs: u64,
+    block_frees: u64,
 }
 
 impl Default for RecentAddresses {
     fn default() -> Self {
         RecentAddresses {
-            allocs: vec![Slot::default(); SLOTS],
-            frees: vec![Slot::default(); SLOTS],
-            alloc_count: 0,
-            free_count: 0,
-            block: 1,
+            table: vec![Entry::default(); SLOTS]
+                .into_boxed_slice()
+                .try_into()
+                .expect("SLOTS entries"),
+            allocs: 0,
+            frees: 0,
+            block_allocs: 0,
+            block_frees: 0,
         }
     }
 }
@@ -62,47 +76,49 @@ fn slot_of(addr: u64) -> usize {
 impl RecentAddresses {
     /// Records an allocation at `addr`; returns how many frees back in this block one at
     /// the same address was, if the table remembers one less than `max_back` back.
-    #[inline]
+    #[inline(always)]
     pub(super) fn alloc(&mut self, addr: u64, max_back: u32) -> Option<u32> {
-        let i = slot_of(addr);
-        let freed = self.frees[i];
-        let back = (freed.block == self.block && freed.addr == addr)
-            .then(|| self.free_count - 1 - freed.ordinal)
-            .filter(|&back| back < max_back);
-        self.allocs[i] = Slot {
+        let entry = &mut self.table[slot_of(addr)];
+        let freed = entry.free;
+        // The frees written after it.
+        let back = self.frees - freed.stamp;
+        let found = (freed.addr == addr && freed.stamp > self.block_frees)
+            .then_some(back)
+            .filter(|&back| back < u64::from(max_back))
+            .map(|back| back as u32);
+        self.allocs += 1;
+        entry.alloc = Slot {
             addr,
-            ordinal: self.alloc_count,
-            block: self.block,
+            stamp: self.allocs,
         };
-        self.alloc_count += 1;
-        back
+        found
     }
 
     /// Records a free at `addr`; returns the ordinal in this block of the allocation at
     /// the same address, if the table remembers one.
-    #[inline]
+    #[inline(always)]
     pub(super) fn free(&mut self, addr: u64) -> Option<u32> {
-        let i = slot_of(addr);
-        let allocated = self.allocs[i];
-        let back =
-            (allocated.block == self.block && allocated.addr == addr).then_some(allocated.ordinal);
-        self.frees[i] = Slot {
+        let entry = &mut self.table[slot_of(addr)];
+        let allocated = entry.alloc;
+        let found = (allocated.addr == addr && allocated.stamp > self.block_allocs)
+            .then(|| (allocated.stamp - 1 - self.block_allocs) as u32);
+        self.frees += 1;
+        entry.free = Slot {
             addr,
-            ordinal: self.free_count,
-            block: self.block,
+            stamp: self.frees,
         };
-        self.free_count += 1;
-        back
+        found
+    }
+
+    /// Allocation and free records in this block.
+    #[inline]
+    pub(super) fn block_events(&self) -> u64 {
+        (self.allocs - self.block_allocs) + (self.frees - self.block_frees)
     }
 
     /// Starts a new block: nothing before it is referred to.
     pub(super) fn new_block(&mut self) {
-        self.alloc_count = 0;
-        self.free_count = 0;
-        self.block = self.block.wrapping_add(1);
-        if self.block == 0 {
-            // After 2**32 blocks: forget every slot rather than match a block of old.
-            *self = RecentAddresses::default();
-        }
+        self.block_allocs = self.allocs;
+        self.block_frees = self.frees;
     }
 }

@@ -15,7 +15,7 @@ use crate::native::unwind::loaded_modules::LoadedModule;
 
 /// Raw bytes after which the flusher is woken early.
 const BLOCK_TARGET: usize = 256 * 1024;
-/// Events between two looks at the clock in the hooks.
+/// Events between two looks at the clock (and at the block's size) in the hooks.
 const CLOCK_EVERY: u32 = 256;
 
 /// What a capture records, appended to by the hooks under the recorder lock.
@@ -26,6 +26,7 @@ pub(crate) struct CaptureSink {
     accepting: bool,
     start: Instant,
     last_time_ns: u64,
+    /// Events left before the next look at the clock.
     tick: u32,
     /// The flusher was woken for the block being filled: further events leave it be (a
     /// wake-up is a system call, and each one made the flusher fight the hooks for the
@@ -39,7 +40,8 @@ pub(crate) struct CaptureSink {
     native_frames: FxHashMap<u64, u32>,
     /// Modules written, by `(load bias, path)`.
     modules: FxHashMap<(u64, String), u32>,
-    events: u64,
+    /// Events of the blocks taken (the encoder counts those of the block being filled).
+    taken_events: u64,
 }
 
 impl CaptureSink {
@@ -53,14 +55,14 @@ impl CaptureSink {
             accepting: true,
             start: Instant::now(),
             last_time_ns: 0,
-            tick: 0,
+            tick: CLOCK_EVERY,
             flusher_woken: false,
             resolved_upto: 0,
             strings: FxHashMap::default(),
             frames: FxHashMap::default(),
             native_frames: FxHashMap::default(),
             modules: FxHashMap::default(),
-            events: 0,
+            taken_events: 0,
         }
     }
 
@@ -71,7 +73,7 @@ impl CaptureSink {
 
     /// Events recorded so far.
     pub(crate) fn events(&self) -> u64 {
-        self.events
+        self.taken_events + self.encoder.events()
     }
 
     /// Adds a marker (for diffs between moments); false once stopping began.
@@ -103,41 +105,50 @@ impl CaptureSink {
         self.resolved_upto = from + resolved.len();
     }
 
-    #[inline]
+    /// Counts an event; every `CLOCK_EVERY`th looks at the clock and the block's size.
+    #[inline(always)]
     fn clock(&mut self) {
-        self.tick = self.tick.wrapping_add(1);
-        if self.tick % CLOCK_EVERY == 0 {
-            let ns = self.start.elapsed().as_nanos() as u64;
-            if ns.saturating_sub(self.last_time_ns) >= 1_000_000 {
-                self.encoder.time(ns);
-                self.last_time_ns = ns;
-            }
+        self.tick -= 1;
+        if self.tick == 0 {
+            self.now_and_then();
+        }
+    }
+
+    /// Writes a Time record when a millisecond or more passed since the last one, and
+    /// wakes the flusher when the block is full (at most `CLOCK_EVERY` records late: a few
+    /// KiB past `BLOCK_TARGET`).
+    #[cold]
+    #[inline(never)]
+    fn now_and_then(&mut self) {
+        self.tick = CLOCK_EVERY;
+        let ns = self.start.elapsed().as_nanos() as u64;
+        if ns.saturating_sub(self.last_time_ns) >= 1_000_000 {
+            self.encoder.time(ns);
+            self.last_time_ns = ns;
+        }
+        if self.encoder.len() >= BLOCK_TARGET && !self.flusher_woken {
+            self.flusher_woken = wake_flusher();
         }
     }
 
     /// Records an allocation (if it is at least `min_size`).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn alloc(&mut self, domain: u32, addr: u64, size: u64, stack: u32) {
         if !self.accepting || size < self.min_size {
             return;
         }
         self.clock();
         self.encoder.alloc(domain, addr, size, stack);
-        self.events += 1;
-        if self.encoder.len() >= BLOCK_TARGET && !self.flusher_woken {
-            self.flusher_woken = wake_flusher();
-        }
     }
 
     /// Records a free of a block of `size` bytes (dropped like its allocation was).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn free(&mut self, domain: u32, addr: u64, size: u64) {
         if !self.accepting || size < self.min_size {
             return;
         }
         self.clock();
         self.encoder.free((domain != 0).then_some(domain), addr);
-        self.events += 1;
     }
 
     /// The records appended since the last call (None: none), starting the next block
@@ -146,6 +157,7 @@ impl CaptureSink {
         if self.encoder.is_empty() {
             return None;
         }
+        self.taken_events += self.encoder.events();
         let block = self.encoder.take();
         self.flusher_woken = false;
         let ns = self.start.elapsed().as_nanos() as u64;

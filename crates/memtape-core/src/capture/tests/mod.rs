@@ -3,6 +3,7 @@
 
 mod back_reference_tests;
 mod damage_tests;
+mod event_encoding_tests;
 mod fuzz;
 mod owned;
 mod round_trip_tests;

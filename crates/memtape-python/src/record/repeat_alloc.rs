@@ -11,13 +11,14 @@
 
 use std::sync::atomic::Ordering;
 
-use memtape_core::Action;
+use memtape_core::{Action, StackId};
 use pyo3::ffi;
 
 use crate::cpython::frames;
 use crate::native::unwind::native_stacks;
 use crate::record::op_context::{self, TracebackHandle};
-use crate::record::recorder::{Attribution, EVENTS_RECORDING, GENERATION, RECORDER};
+use crate::record::recorder::{Attribution, Recorder, EVENTS_RECORDING, GENERATION, RECORDER};
+use crate::record::spin_lock::SpinGuard;
 use crate::thread::hook_mode::HookThread;
 use crate::thread::thread_capture::ThreadCapture;
 
@@ -63,17 +64,10 @@ pub(crate) fn record_repeat_alloc(
     size: u64,
     at: Option<&Attribution>,
 ) -> bool {
-    let Ok(mut cap) = thread.capture.try_borrow_mut() else {
+    let Repeat::Stack(mut guard, stack) = lock_repeated_stack(thread, tstate) else {
         return false;
     };
-    let Some(found) = repeated(&cap, tstate) else {
-        return false;
-    };
-    let mut guard = RECORDER.lock();
-    let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
-        return false;
-    };
-    let Some(stack) = cap.intern_repeat(rec, found) else {
+    let Some(rec) = guard.as_mut() else {
         return false;
     };
     // A full table drops this one trace; the traced program keeps running.
@@ -96,11 +90,6 @@ pub(crate) fn record_repeat_alloc(
 ///
 /// `thread` and `tstate` as for [`record_repeat_alloc`]; the caller guards the thread's
 /// mode as for the walk.
-///
-/// Its first half repeats [`record_repeat_alloc`]'s on purpose: both taking a closure
-/// from one shared function measured 21 M more instructions on alloc_heavy under
-/// tracemalloc and 44 M more under the event recorder (`benchmarks/RESULTS.md`, section
-/// 29).
 #[inline(always)]
 pub(crate) fn record_repeat_free(
     thread: &HookThread,
@@ -109,19 +98,13 @@ pub(crate) fn record_repeat_free(
     block: u64,
     at: &Attribution,
 ) -> bool {
-    let Ok(mut cap) = thread.capture.try_borrow_mut() else {
-        return false;
+    let (mut guard, stack) = match lock_repeated_stack(thread, tstate) {
+        Repeat::Unknown => return false,
+        Repeat::NotFollowed => return true,
+        Repeat::Stack(guard, stack) => (guard, stack),
     };
-    let Some(found) = repeated(&cap, tstate) else {
-        return false;
-    };
-    let mut guard = RECORDER.lock();
-    let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
+    let Some(rec) = guard.as_mut() else {
         return true;
-    };
-    // The stack first: when it cannot be had here, the general path does everything.
-    let Some(stack) = cap.intern_repeat(rec, found) else {
-        return false;
     };
     let Some(old) = rec.live.remove(domain, block) else {
         return true;
@@ -131,6 +114,38 @@ pub(crate) fn record_repeat_free(
     }
     rec.push_heap_event(Action::Free, old.addr, old.size, stack, at);
     true
+}
+
+/// What [`lock_repeated_stack`] found.
+enum Repeat {
+    /// The stack is not known to repeat the thread's last one: the general path.
+    Unknown,
+    /// Nothing follows the Python heap.
+    NotFollowed,
+    /// The stack's id, with the recorder locked.
+    Stack(SpinGuard<'static, Option<Recorder>>, StackId),
+}
+
+/// Locks the recorder and takes the stack id of the calling thread's stack when that
+/// stack is the one it captured last or that one with its innermost frame moved on.
+/// `thread` and `tstate` as for [`record_repeat_alloc`].
+#[inline(always)]
+fn lock_repeated_stack(thread: &HookThread, tstate: *mut ffi::PyThreadState) -> Repeat {
+    let Ok(mut cap) = thread.capture.try_borrow_mut() else {
+        return Repeat::Unknown;
+    };
+    let Some(found) = repeated(&cap, tstate) else {
+        return Repeat::Unknown;
+    };
+    let mut guard = RECORDER.lock();
+    let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
+        return Repeat::NotFollowed;
+    };
+    // The stack first: when it cannot be had here, the general path does everything.
+    match cap.intern_repeat(rec, found) {
+        Some(stack) => Repeat::Stack(guard, stack),
+        None => Repeat::Unknown,
+    }
 }
 
 /// `capture_traceback`'s handle for the calling thread's stack when it repeats its last

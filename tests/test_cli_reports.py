@@ -100,9 +100,12 @@ def test_stats_json_shape_and_totals(rec: Recorded) -> None:
     for row in stats["top"] + stats["leaks"]:
         check_row(row)
     totals, peak, end = stats["totals"], stats["peak"], stats["end"]
-    assert totals["allocs"] >= totals["frees"] > 0
+    # Frees of blocks allocated before the capture began (the interpreter's, runpy's) are
+    # counted apart and change no totals (tests/test_capture_frees.py).
+    known_frees = totals["frees"] - totals["unknown_frees"]
+    assert totals["allocs"] >= known_frees > 0
+    assert 0 <= totals["unknown_frees"] < totals["allocs"] // 4, totals
     assert stats["events"] >= totals["allocs"] + totals["frees"]
-    assert totals["unknown_frees"] == 0
     assert end["bytes"] == totals["bytes_allocated"] - totals["bytes_freed"]
     assert peak["bytes"] >= end["bytes"] >= 9_000_000
     assert peak["bytes"] >= sum(row["bytes"] for row in stats["top"])
@@ -276,7 +279,9 @@ def test_export_torch_opens_in_pytorch_memory_viz(rec: Recorded, tmp_path: Path)
     stats = read_json("stats", rec.new)
     actions = [entry["action"] for entry in trace]
     assert actions.count("alloc") == stats["totals"]["allocs"]
-    assert actions.count("free_completed") == stats["totals"]["frees"]
+    # A free of a block from before the capture has no alloc to pair with: not exported.
+    totals = stats["totals"]
+    assert actions.count("free_completed") == totals["frees"] - totals["unknown_frees"]
     more = line_of(rec.growth, "more")
     big = [e for e in trace if e["action"] == "alloc" and e["size"] >= 8_000_000]
     assert big and (big[0]["frames"][0]["filename"], big[0]["frames"][0]["line"]) == (

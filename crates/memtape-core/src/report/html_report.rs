@@ -251,7 +251,7 @@ fn summary(out: &mut String, r: &ReplayResult) {
         fbytes = human_size(t.bytes_freed),
         unknown = if t.unknown_frees > 0 {
             format!(
-                "; {} of blocks not seen allocated (allocated before tracing began)",
+                "; {} of blocks not seen allocated (from before the capture)",
                 grouped(t.unknown_frees)
             )
         } else {

@@ -189,7 +189,11 @@ pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
     ));
     let mut frees = format!("{} ({})", grouped(t.frees), human_size(t.bytes_freed));
     if t.unknown_frees > 0 {
-        let _ = write!(frees, ", {} of unknown blocks", grouped(t.unknown_frees));
+        let _ = write!(
+            frees,
+            ", {} of blocks not seen allocated (from before the capture)",
+            grouped(t.unknown_frees)
+        );
     }
     rows.push(("Frees", frees));
     rows.push((

@@ -125,21 +125,14 @@ pub(crate) fn record_alloc(
         return;
     };
     if !moved_from.is_null() {
-        if let Some(old) = rec.live.remove(domain, moved_from as u64) {
+        if let Some(old) = rec.end_heap_block(domain, moved_from as u64) {
             if let Some(at) = &at {
                 rec.push_heap_event(Action::Free, old.addr, old.size, old.stack, at);
-            }
-            if let Some(sink) = rec.capture.as_mut() {
-                sink.free(domain, old.addr, old.size);
             }
         }
     }
     let stack = walked.intern(rec);
-    // A full table drops this one trace; the traced program keeps running.
-    let _ = rec.live.insert(domain, block as u64, size as u64, stack);
-    if let Some(sink) = rec.capture.as_mut() {
-        sink.alloc(domain, block as u64, size as u64, stack);
-    }
+    rec.begin_heap_block(domain, block as u64, size as u64, stack);
     if let Some(at) = &at {
         rec.push_heap_event(Action::Alloc, block as u64, size as u64, stack, at);
     }
@@ -213,12 +206,9 @@ fn forget_block(
     let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
         return;
     };
-    let Some(old) = rec.live.remove(domain, block as u64) else {
+    let Some(old) = rec.end_heap_block(domain, block as u64) else {
         return;
     };
-    if let Some(sink) = rec.capture.as_mut() {
-        sink.free(domain, old.addr, old.size);
-    }
     if let Some(at) = at {
         let stack = walked.map_or(EMPTY_STACK, |w| w.intern(rec));
         rec.push_heap_event(Action::Free, old.addr, old.size, stack, at);
@@ -334,7 +324,10 @@ extern "C" fn hook_free(ctx: *mut c_void, block: *mut c_void) {
         }
     }
     if let Some(free) = w.free {
-        // The libc free beneath is not a native free of its own.
+        // The libc free beneath is not a native free of its own. The allocator beneath
+        // may hand the block on to another domain's free (pymalloc gives its large blocks
+        // to PyMem_RawFree): the live table no longer knows the block then, and the
+        // capture sink drops the repeated free.
         crate::native::beneath_wrapper(|| free(w.ctx, block));
     }
 }

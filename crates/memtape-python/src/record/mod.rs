@@ -5,6 +5,7 @@
 pub(crate) mod capture;
 pub(crate) mod event_clock;
 pub(crate) mod framework_events;
+pub(crate) mod heap_blocks;
 pub(crate) mod native_state;
 pub(crate) mod op_context;
 pub(crate) mod recorder;

@@ -129,7 +129,13 @@ pub(crate) struct Recorder {
     /// generations are stale.
     pub(crate) generation: u64,
     pub(crate) stacks: StackTable,
+    /// The live Python-heap blocks, while [`Recorder::keep_live`] says so.
     pub(crate) live: LiveTable,
+    /// Whether `live` is kept: tracemalloc's traces and the event recorder's frees need
+    /// it, and a capture that drops small blocks finds their frees' sizes there. A capture
+    /// without a minimum size does not (the replay finds each free's block), and is spared
+    /// the table's cache misses and memory: its frees are recorded by address alone.
+    pub(crate) keep_live: bool,
     pub(crate) events: Option<EventSink>,
     /// The capture file being recorded, if any.
     pub(crate) capture: Option<CaptureSink>,
@@ -168,6 +174,7 @@ impl Recorder {
             generation,
             stacks: StackTable::new(),
             live: LiveTable::new(),
+            keep_live: false,
             events: None,
             capture: None,
             allocators: AllocatorState::new(),
@@ -351,13 +358,20 @@ pub(crate) fn with_recorder<R>(f: impl FnOnce(&mut Recorder) -> R) -> R {
     f(rec)
 }
 
-fn publish_flags(rec: &Recorder) {
-    TRACING.store(rec.tracing, Ordering::Release);
-    let heap = rec
+/// Makes the hooks' quick flags match the recorder, and decides whether the live table is
+/// kept (dropping its blocks when it is not).
+fn publish_flags(rec: &mut Recorder) {
+    let heap_events = rec
         .events
         .as_ref()
         .is_some_and(|e| e.recording && e.python_heap);
-    HEAP_EVENTS.store(heap, Ordering::Release);
+    rec.keep_live =
+        rec.tracing || heap_events || rec.capture.as_ref().is_some_and(|c| c.min_size() > 0);
+    if !rec.keep_live {
+        rec.live.clear();
+    }
+    TRACING.store(rec.tracing, Ordering::Release);
+    HEAP_EVENTS.store(heap_events, Ordering::Release);
     let recording = rec.events.as_ref().is_some_and(|e| e.recording);
     EVENTS_RECORDING.store(recording, Ordering::Release);
     CAPTURING.store(rec.capture.is_some(), Ordering::Release);
@@ -365,7 +379,7 @@ fn publish_flags(rec: &Recorder) {
 
 /// Makes the hooks' quick flags match the recorder.
 pub(crate) fn publish() {
-    with_recorder(|rec| publish_flags(rec));
+    with_recorder(publish_flags);
 }
 
 /// tracemalloc's start: traces from now on (earlier blocks are forgotten).
@@ -382,14 +396,9 @@ pub(crate) fn stop_tracing() -> Option<ReleasedCodes> {
     with_recorder(|rec| {
         rec.tracing = false;
         publish_flags(rec);
-        if !rec.stacks_in_use() {
-            Some(rec.forget_stacks())
-        } else {
-            if !rec.follows_heap() {
-                rec.live.clear();
-            }
-            None
-        }
+        // Without stacks in use, they go; either way `publish_flags` dropped the live
+        // blocks unless something still keeps them.
+        (!rec.stacks_in_use()).then(|| rec.forget_stacks())
     })
 }
 
@@ -445,9 +454,6 @@ pub(crate) fn stop_events() {
             sink.recording = false;
         }
         publish_flags(rec);
-        if !rec.follows_heap() {
-            rec.live.clear();
-        }
     });
 }
 

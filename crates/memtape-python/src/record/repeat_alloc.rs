@@ -70,11 +70,7 @@ pub(crate) fn record_repeat_alloc(
     let Some(rec) = guard.as_mut() else {
         return false;
     };
-    // A full table drops this one trace; the traced program keeps running.
-    let _ = rec.live.insert(0, block, size, stack);
-    if let Some(sink) = rec.capture.as_mut() {
-        sink.alloc(0, block, size, stack);
-    }
+    rec.begin_heap_block(0, block, size, stack);
     if let Some(at) = at {
         rec.push_heap_event(Action::Alloc, block, size, stack, at);
     }
@@ -106,12 +102,9 @@ pub(crate) fn record_repeat_free(
     let Some(rec) = guard.as_mut() else {
         return true;
     };
-    let Some(old) = rec.live.remove(domain, block) else {
+    let Some(old) = rec.end_heap_block(domain, block) else {
         return true;
     };
-    if let Some(sink) = rec.capture.as_mut() {
-        sink.free(domain, old.addr, old.size);
-    }
     rec.push_heap_event(Action::Free, old.addr, old.size, stack, at);
     true
 }

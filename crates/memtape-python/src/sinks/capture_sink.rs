@@ -42,6 +42,8 @@ pub(crate) struct CaptureSink {
     modules: FxHashMap<(u64, String), u32>,
     /// Events of the blocks taken (the encoder counts those of the block being filled).
     taken_events: u64,
+    /// The address of the last free recorded, 0 once an allocation was recorded since.
+    last_freed: u64,
 }
 
 impl CaptureSink {
@@ -63,7 +65,13 @@ impl CaptureSink {
             native_frames: FxHashMap::default(),
             modules: FxHashMap::default(),
             taken_events: 0,
+            last_freed: 0,
         }
+    }
+
+    /// The smallest allocation recorded.
+    pub(crate) fn min_size(&self) -> u64 {
+        self.min_size
     }
 
     /// Records nothing more (the capture is stopping).
@@ -138,6 +146,7 @@ impl CaptureSink {
             return;
         }
         self.clock();
+        self.last_freed = 0;
         self.encoder.alloc(domain, addr, size, stack);
     }
 
@@ -148,6 +157,26 @@ impl CaptureSink {
             return;
         }
         self.clock();
+        self.last_freed = addr;
+        self.encoder.free((domain != 0).then_some(domain), addr);
+    }
+
+    /// Records a free of a block whose size is not known here (the recorder keeps no live
+    /// table, or the block is not in it): the replay finds the block by its address, and
+    /// ignores the free when it never saw the block (allocated before the capture began,
+    /// or smaller than `min_size`).
+    ///
+    /// A free of the address freed last, with no allocation recorded since, is dropped:
+    /// the same block handed on to another domain's free by the allocator beneath
+    /// (pymalloc's large blocks end in PyMem_RawFree). Any other such free is of a block
+    /// the capture never saw allocated, which the replay would ignore.
+    #[inline(always)]
+    pub(crate) fn free_unsized(&mut self, domain: u32, addr: u64) {
+        if !self.accepting || addr == self.last_freed {
+            return;
+        }
+        self.clock();
+        self.last_freed = addr;
         self.encoder.free((domain != 0).then_some(domain), addr);
     }
 

@@ -1,0 +1,43 @@
+//! A Python-heap block's start and end as the recorder's tables and the capture sink see
+//! them, shared by the general hooks ([`crate::intercept::hooks`]) and the repeat path
+//! ([`crate::record::repeat_alloc`]), so that both record the same thing.
+//!
+//! The live table is kept only while something needs it ([`Recorder::keep_live`]); a
+//! capture records a free by its address whether or not the table knows the block.
+
+use memtape_core::{LiveEntry, StackId};
+
+use crate::record::recorder::Recorder;
+
+impl Recorder {
+    /// Records the start of block `addr` of `size` bytes in `domain`, allocated at `stack`,
+    /// in the live table (when kept) and the capture.
+    #[inline(always)]
+    pub(crate) fn begin_heap_block(&mut self, domain: u32, addr: u64, size: u64, stack: StackId) {
+        if self.keep_live {
+            // A full table drops this one trace; the traced program keeps running.
+            let _ = self.live.insert(domain, addr, size, stack);
+        }
+        if let Some(sink) = self.capture.as_mut() {
+            sink.alloc(domain, addr, size, stack);
+        }
+    }
+
+    /// Records the end of block `addr` in `domain` in the live table (when kept) and the
+    /// capture; the block's entry when the live table knew it (what an event needs).
+    #[inline(always)]
+    pub(crate) fn end_heap_block(&mut self, domain: u32, addr: u64) -> Option<LiveEntry> {
+        let old = if self.keep_live {
+            self.live.remove(domain, addr)
+        } else {
+            None
+        };
+        if let Some(sink) = self.capture.as_mut() {
+            match &old {
+                Some(old) => sink.free(domain, old.addr, old.size),
+                None => sink.free_unsized(domain, addr),
+            }
+        }
+        old
+    }
+}

@@ -27,11 +27,13 @@ impl Recorder {
     /// capture; the block's entry when the live table knew it (what an event needs).
     #[inline(always)]
     pub(crate) fn end_heap_block(&mut self, domain: u32, addr: u64) -> Option<LiveEntry> {
-        let old = if self.keep_live {
-            self.live.remove(domain, addr)
-        } else {
-            None
-        };
+        if !self.keep_live {
+            if let Some(sink) = self.capture.as_mut() {
+                sink.free_unsized(domain, addr);
+            }
+            return None;
+        }
+        let old = self.live.remove(domain, addr);
         if let Some(sink) = self.capture.as_mut() {
             match &old {
                 Some(old) => sink.free(domain, old.addr, old.size),

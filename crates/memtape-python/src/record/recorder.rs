@@ -136,6 +136,9 @@ pub(crate) struct Recorder {
     /// without a minimum size does not (the replay finds each free's block), and is spared
     /// the table's cache misses and memory: its frees are recorded by address alone.
     pub(crate) keep_live: bool,
+    /// tracemalloc traces, a capture records, or events record the Python heap: what
+    /// [`Recorder::follows_heap`] says, decided when the flags are published.
+    heap_followed: bool,
     pub(crate) events: Option<EventSink>,
     /// The capture file being recorded, if any.
     pub(crate) capture: Option<CaptureSink>,
@@ -175,6 +178,7 @@ impl Recorder {
             stacks: StackTable::new(),
             live: LiveTable::new(),
             keep_live: false,
+            heap_followed: false,
             events: None,
             capture: None,
             allocators: AllocatorState::new(),
@@ -186,15 +190,10 @@ impl Recorder {
         }
     }
 
-    /// Whether Python-heap blocks are being followed (by either sink).
-    #[inline]
+    /// Whether Python-heap blocks are being followed (by any sink), as last published.
+    #[inline(always)]
     pub(crate) fn follows_heap(&self) -> bool {
-        self.tracing
-            || self.capture.is_some()
-            || self
-                .events
-                .as_ref()
-                .is_some_and(|e| e.recording && e.python_heap)
+        self.heap_followed
     }
 
     /// Whether stack ids must stay valid (events or a capture refer to them).
@@ -370,6 +369,7 @@ fn publish_flags(rec: &mut Recorder) {
     if !rec.keep_live {
         rec.live.clear();
     }
+    rec.heap_followed = rec.tracing || heap_events || rec.capture.is_some();
     TRACING.store(rec.tracing, Ordering::Release);
     HEAP_EVENTS.store(heap_events, Ordering::Release);
     let recording = rec.events.as_ref().is_some_and(|e| e.recording);

@@ -13,8 +13,10 @@ use rustc_hash::FxHashMap;
 use super::flusher_wake::wake_flusher;
 use crate::native::unwind::loaded_modules::LoadedModule;
 
-/// Raw bytes after which the flusher is woken early.
-const BLOCK_TARGET: usize = 256 * 1024;
+/// Raw bytes after which the flusher is woken early (it takes the block anyway every
+/// `FLUSH_INTERVAL`, which bounds what a killed process loses). Larger blocks compress
+/// better: 1 MiB against 256 KiB made alloc_heavy's capture 7 % smaller.
+const BLOCK_TARGET: usize = 1024 * 1024;
 /// Events between two looks at the clock (and at the block's size) in the hooks.
 const CLOCK_EVERY: u32 = 256;
 

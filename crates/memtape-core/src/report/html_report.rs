@@ -250,10 +250,7 @@ fn summary(out: &mut String, r: &ReplayResult) {
         fh = grouped(t.frees),
         fbytes = human_size(t.bytes_freed),
         unknown = if t.unknown_frees > 0 {
-            format!(
-                "; {} of blocks not seen allocated (from before the capture)",
-                grouped(t.unknown_frees)
-            )
+            format!("; {}", super::text::unknown_frees(t.unknown_frees))
         } else {
             String::new()
         },

@@ -28,6 +28,14 @@ fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// How the reports name `count` frees of blocks the replay never saw allocated.
+pub(crate) fn unknown_frees(count: u64) -> String {
+    format!(
+        "{} of blocks not seen allocated (from before the capture)",
+        grouped(count)
+    )
+}
+
 /// `file:line in function` (`file` alone for a per-file group); control characters in
 /// names are escaped.
 pub fn frame_location(f: &Frame) -> String {
@@ -189,11 +197,7 @@ pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
     ));
     let mut frees = format!("{} ({})", grouped(t.frees), human_size(t.bytes_freed));
     if t.unknown_frees > 0 {
-        let _ = write!(
-            frees,
-            ", {} of blocks not seen allocated (from before the capture)",
-            grouped(t.unknown_frees)
-        );
+        let _ = write!(frees, ", {}", unknown_frees(t.unknown_frees));
     }
     rows.push(("Frees", frees));
     rows.push((

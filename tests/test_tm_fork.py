@@ -103,6 +103,58 @@ print("ok")
 """
 
 
+FORK_THEN_THREADS = """
+import threading, warnings
+warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads
+
+tm.start(5)
+stop_churn = threading.Event()
+
+def churn():
+    while not stop_churn.is_set():
+        junk = [bytearray(64) for _ in range(100)]
+        del junk
+
+def child_thread(out):
+    out.append(bytearray(7000))  # @tm:fork-child-thread
+
+threads = [threading.Thread(target=churn) for _ in range(4)]
+for t in threads:
+    t.start()
+time.sleep(0.01)
+pid = os.fork()
+if pid == 0:
+    code = 1
+    try:
+        # The parent's threads are gone; new ones may be given their stacks and
+        # thread pointers, by which the hooks find a thread's state.
+        out = []
+        for _ in range(int(ARGS[0])):
+            t = threading.Thread(target=child_thread, args=(out,))
+            t.start()
+            t.join(20)
+        for obj in out:
+            tb = tm.get_object_traceback(obj)
+            assert tb is not None, "a child thread's block is not traced"
+            assert tb[-1].lineno == line_of("fork-child-thread"), tb
+            assert tb[0].filename.endswith("threading.py"), tb
+        tm.stop()
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+code = wait_child(pid, 30)
+stop_churn.set()
+for t in threads:
+    t.join(timeout=30)
+assert code == 0, "child exited with %s" % code
+tm.stop()
+print("ok")
+"""
+
+
 def test_fork_child_traces_and_parent_continues(tm_name: str, tmp_path: Path) -> None:
     result = run_scenario(tmp_path, tm_name, FORK, timeout=60)
     assert result.returncode == 0, describe(result)
@@ -111,5 +163,11 @@ def test_fork_child_traces_and_parent_continues(tm_name: str, tmp_path: Path) ->
 
 def test_fork_while_another_thread_allocates(tm_name: str, tmp_path: Path) -> None:
     result = run_scenario(tmp_path, tm_name, FORK_WHILE_ALLOCATING, "20", timeout=60)
+    assert result.returncode == 0, describe(result)
+    assert result.stdout == "ok\n", describe(result)
+
+
+def test_threads_started_in_a_forked_child_are_traced(tm_name: str, tmp_path: Path) -> None:
+    result = run_scenario(tmp_path, tm_name, FORK_THEN_THREADS, "40", timeout=60)
     assert result.returncode == 0, describe(result)
     assert result.stdout == "ok\n", describe(result)

@@ -48,6 +48,35 @@ def test_thread_allocations_are_attributed_to_the_thread_function(tm: ModuleType
         assert all(name != __file__ for name, _ in frames[:-1])
 
 
+
+def _short_lived(out: list[bytearray], i: int) -> None:
+    out.append(bytearray(1000 + i))  # @tm:short-lived
+
+
+def test_threads_given_a_finished_threads_stack_are_traced_as_their_own(tm: ModuleType) -> None:
+    # glibc hands a new thread the stack (and so the thread pointer, which memtape's
+    # hooks look their thread's state up by) of one that finished: each thread must
+    # still be traced with its own stack, and its blocks' frees after its exit seen.
+    tm.start(25)
+    out: list[bytearray] = []
+    for i in range(300):
+        thread = threading.Thread(target=_short_lived, args=(out, i))
+        thread.start()
+        thread.join(timeout=60)
+        assert not thread.is_alive()
+    for obj in out:
+        tb = tm.get_object_traceback(obj)
+        assert tb is not None, f"block of {len(obj)} bytes not traced"
+        frames = frame_rows(tb)
+        assert frames[-1] == _here("short-lived")
+        assert os.path.basename(frames[0][0]) == "threading.py"
+    stat = find_stat(tm.take_snapshot().statistics("lineno"), (_here("short-lived"),))
+    assert stat.size >= sum(len(o) for o in out)
+    held = tm.get_traced_memory()[0]
+    del out
+    assert tm.get_traced_memory()[0] <= held - (300 * 1000), "frees after the exits lost"
+
+
 STRESS = """
 import threading
 

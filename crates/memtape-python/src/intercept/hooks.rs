@@ -234,9 +234,10 @@ pub(crate) fn free_recording() -> Option<Option<&'static HookThread>> {
         return None;
     }
     let thread = hook_mode::thread();
-    match thread.map_or(HookMode::Untraced, HookThread::mode) {
-        HookMode::Idle | HookMode::Untraced => Some(thread),
-        HookMode::InAllocHook | HookMode::Forking => None,
+    // A thread being torn down (no state) is like one in memtape's own work.
+    match thread {
+        Some(t) if !t.mode().records_frees() => None,
+        _ => Some(thread),
     }
 }
 

@@ -36,6 +36,8 @@ extern "C" fn after_in_parent() {
 }
 
 extern "C" fn after_in_child() {
+    // First: the parent's other threads are gone, and their entries with them.
+    crate::thread::thread_table::forget_all_in_child();
     // The child's thread has its own id; the cached one is the forking parent thread's.
     crate::thread::thread_id::forget();
     if let Some(t) = hook_mode::thread() {
@@ -58,6 +60,12 @@ pub(crate) fn register() {
     ONCE.call_once(|| {
         // SAFETY: the handlers are plain functions that never unwind; registering them
         // has no other precondition. A failure (ENOMEM) leaves fork unprotected, as before.
-        unsafe { libc::pthread_atfork(Some(prepare), Some(after_in_parent), Some(after_in_child)) };
+        let failed = unsafe {
+            libc::pthread_atfork(Some(prepare), Some(after_in_parent), Some(after_in_child))
+        };
+        // The thread table must be cleared in a forked child: it is filled only then.
+        if failed == 0 {
+            crate::thread::thread_table::enable();
+        }
     });
 }

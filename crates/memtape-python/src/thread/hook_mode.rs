@@ -1,10 +1,13 @@
 //! The calling thread's state for the hooks: what it is doing (a re-entrancy guard) and
-//! its stack-capture cache, in one thread-local so that a hook reaches it with a single
-//! TLS lookup (each one is a `__tls_get_addr` call in a shared library).
+//! its stack-capture cache, in one thread-local. A hook finds it by the thread's pointer
+//! in [`super::thread_table`]; the thread-local lookup (a `__tls_get_addr` call in a
+//! shared library) runs once per thread, or when another thread took the table's slot.
 
 use std::cell::{Cell, RefCell};
 
 use super::thread_capture::ThreadCapture;
+use super::thread_id::thread_token;
+use super::thread_table;
 
 /// The calling thread's relation to the allocation hooks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,13 +25,21 @@ pub(crate) enum HookMode {
 }
 
 impl HookMode {
-    /// Every mode, in the order of their codes.
+    /// Every mode, in the order of their codes (see [`HookMode::records_frees`]).
     const ALL: [HookMode; 4] = [
         HookMode::Idle,
         HookMode::InAllocHook,
         HookMode::Untraced,
         HookMode::Forking,
     ];
+
+    /// Whether a free made in this mode is recorded: in ordinary code and in memtape's
+    /// own work, not inside a hook (the outer hook sees it) or around a fork. Those two
+    /// modes have the even codes: one bit test, not a jump table, in every free hook.
+    #[inline(always)]
+    pub(crate) fn records_frees(self) -> bool {
+        self.code() & 1 == 0
+    }
 
     /// A small number standing for the mode (Python holds it as a token).
     pub(crate) fn code(self) -> u8 {
@@ -83,6 +94,14 @@ impl HookThread {
     }
 }
 
+impl Drop for HookThread {
+    fn drop(&mut self) {
+        // Before the state goes: a hook that runs later on this thread (another
+        // destructor's free) must not find it in the table.
+        thread_table::forget(thread_token());
+    }
+}
+
 thread_local! {
     // Const-initialised: touching it never allocates.
     static THREAD: HookThread = const {
@@ -113,11 +132,33 @@ enum Touch {
 /// destructor is registered once).
 #[inline(always)]
 pub(crate) fn thread() -> Option<&'static HookThread> {
-    let touch = READY.get();
-    if touch != Touch::Done {
-        return first_touch(touch);
+    let token = thread_token();
+    let found = thread_table::find(token).cast::<HookThread>();
+    if !found.is_null() {
+        // SAFETY: the table returns only what this thread stored in
+        // `thread_local_state`: its own `THREAD`, which lives until this thread runs its
+        // destructors, and whose destructor clears the entry first. `HookThread` is
+        // neither Send nor Sync (Cell/RefCell), so the reference cannot leave this
+        // thread; callers use it within one hook call.
+        return Some(unsafe { &*found });
     }
-    state()
+    thread_local_state(token)
+}
+
+/// [`thread`] through the thread-locals, remembering the state in the table.
+#[cold]
+#[inline(never)]
+fn thread_local_state(token: usize) -> Option<&'static HookThread> {
+    let touch = READY.get();
+    let t = if touch == Touch::Done {
+        state()
+    } else {
+        first_touch(touch)
+    };
+    if let Some(t) = t {
+        thread_table::remember(token, std::ptr::from_ref(t).cast());
+    }
+    t
 }
 
 #[inline(always)]
@@ -164,4 +205,18 @@ pub(crate) fn with_mode<R>(mode: HookMode, f: impl FnOnce() -> R) -> R {
     }
     let _restore = Restore(set(mode));
     f()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frees_are_recorded_in_ordinary_code_and_in_our_own_work_only() {
+        for mode in HookMode::ALL {
+            let expected = matches!(mode, HookMode::Idle | HookMode::Untraced);
+            assert_eq!(mode.records_frees(), expected, "{mode:?}");
+            assert_eq!(HookMode::from_code(mode.code()), Some(mode));
+        }
+    }
 }

@@ -1,6 +1,8 @@
 //! The calling thread's own state, reached from every hook: its mode (a re-entrancy
-//! guard) with its stack-capture cache in one thread-local, and its small id.
+//! guard) with its stack-capture cache in one thread-local, found by thread pointer
+//! through a table, and its small id.
 
 pub(crate) mod hook_mode;
 pub(crate) mod thread_capture;
 pub(crate) mod thread_id;
+pub(crate) mod thread_table;

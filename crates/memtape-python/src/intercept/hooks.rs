@@ -194,6 +194,34 @@ pub(crate) fn record_free(
     }
 }
 
+/// Whether a Python-heap free needs no more than the recorder: no event records where it
+/// happened (no walk) and no native hook runs (none can reach the recorder from a signal
+/// handler mid-update). The thread's mode is then not looked up; see
+/// [`forget_plain_free`].
+#[inline(always)]
+fn plain_frees() -> bool {
+    !HEAP_EVENTS.load(Ordering::Acquire)
+        && !crate::record::native_state::ACTIVE.load(Ordering::Relaxed)
+}
+
+/// Forgets a freed block of the Python domain when [`plain_frees`] holds, without the
+/// thread's mode: the lock itself tells when this thread holds the recorder already
+/// (between fork preparation and the fork, or in a signal handler that interrupted a
+/// hook), and the free then passes unrecorded, as it does in those modes. A free made
+/// inside one of our allocation hooks through another domain's entry (an allocator
+/// beneath that does so; pymalloc does not) is recorded here, where the mode would have
+/// skipped it: the outer hook then finds the block gone from the live table, and the
+/// capture sink drops its repeated free, so the totals are the same.
+#[inline(always)]
+fn forget_plain_free(block: *mut c_void) {
+    let Some(mut guard) = RECORDER.lock_unless_held_here() else {
+        return;
+    };
+    if let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) {
+        rec.end_heap_block(PYTHON_DOMAIN, block as u64);
+    }
+}
+
 /// The locked part of [`record_free`].
 #[inline(always)]
 fn forget_block(
@@ -319,8 +347,10 @@ extern "C" fn hook_free(ctx: *mut c_void, block: *mut c_void) {
     let w = wrapped(s);
     // Forget the block before it is freed: once freed, another thread may get the same
     // address and record it.
-    if !block.is_null() {
-        if let Some(thread) = free_recording() {
+    if !block.is_null() && hooks_active() {
+        if plain_frees() {
+            forget_plain_free(block);
+        } else if let Some(thread) = free_recording() {
             record_free(thread, PYTHON_DOMAIN, || tstate_for(s), block);
         }
     }

@@ -195,13 +195,13 @@ pub(crate) fn record_free(
 }
 
 /// Whether a Python-heap free needs no more than the recorder: no event records where it
-/// happened (no walk) and no native hook runs (none can reach the recorder from a signal
-/// handler mid-update). The thread's mode is then not looked up; see
-/// [`forget_plain_free`].
+/// happened, so there is no walk whose buffers a native hook run from a signal handler
+/// could find mid-update (such a hook finds the recorder locked by its own thread and
+/// passes, counted: `native_record`'s lock). The thread's mode is then not looked up;
+/// see [`forget_plain_free`].
 #[inline(always)]
 fn plain_frees() -> bool {
     !HEAP_EVENTS.load(Ordering::Acquire)
-        && !crate::record::native_state::ACTIVE.load(Ordering::Relaxed)
 }
 
 /// Forgets a freed block of the Python domain when [`plain_frees`] holds, without the

@@ -53,7 +53,8 @@ tm.stop()
 print("ok")
 """
 
-FORK_WHILE_ALLOCATING = """
+# Threads that allocate until told to stop, while the main thread forks.
+CHURN = """
 import threading, warnings
 warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads
 
@@ -65,7 +66,9 @@ def churn():
         junk = [bytearray(64) for _ in range(100)]
         junk.append({"k": list(range(10))})
         del junk
+"""
 
+FORK_WHILE_ALLOCATING = CHURN + """
 threads = [threading.Thread(target=churn) for _ in range(2)]
 for t in threads:
     t.start()
@@ -103,18 +106,7 @@ print("ok")
 """
 
 
-FORK_THEN_THREADS = """
-import threading, warnings
-warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork() with threads
-
-tm.start(5)
-stop_churn = threading.Event()
-
-def churn():
-    while not stop_churn.is_set():
-        junk = [bytearray(64) for _ in range(100)]
-        del junk
-
+FORK_THEN_THREADS = CHURN + """
 def child_thread(out):
     out.append(bytearray(7000))  # @tm:fork-child-thread
 

@@ -97,7 +97,8 @@ impl HookThread {
 impl Drop for HookThread {
     fn drop(&mut self) {
         // Before the state goes: a hook that runs later on this thread (another
-        // destructor's free) must not find it in the table.
+        // destructor's free) must not find it in the table. The thread-local is marked
+        // destroyed before this runs, so such a hook's miss cannot store it again.
         thread_table::forget(thread_token());
     }
 }

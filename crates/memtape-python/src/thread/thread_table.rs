@@ -5,8 +5,9 @@
 //! offers no initial-exec model, and TLS descriptors fall back to glibc's slow path for a
 //! `dlopen`ed module: RESULTS section 29). That call was about 3 % of a traced
 //! allocation-heavy run's samples. A hook instead reads the thread pointer (one register
-//! or `%fs:0` load, [`super::thread_id::thread_token`]) and looks it up in a small direct-mapped table of
-//! `(token, state)` entries; a miss takes the thread-local path and fills the entry.
+//! or `%fs:0` load, [`super::thread_id::thread_token`]) and looks it up in a small
+//! direct-mapped table of `(token, state)` entries; a miss takes the thread-local path
+//! and fills the entry.
 //!
 //! Why an entry can be trusted:
 //! - Only the thread whose token an entry names writes that token there, so an entry

@@ -42,6 +42,15 @@ impl ChunkIndex {
         Some(i)
     }
 
+    /// The chunk of `key` when the cache holds it; `None` says nothing of the hash map.
+    #[inline(always)]
+    pub(crate) fn cached(&self, key: u64) -> Option<u32> {
+        match self.recent[key as usize % RECENT] {
+            (k, i) if k == key => Some(i),
+            _ => None,
+        }
+    }
+
     /// The chunk of `key`, leaving the cache as it is.
     #[inline]
     pub(crate) fn peek(&self, key: u64) -> Option<u32> {

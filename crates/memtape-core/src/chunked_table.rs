@@ -149,6 +149,25 @@ impl ChunkedTable {
         Some((u64::from(old.size_plus_one - 1), old.stack, old.tag))
     }
 
+    /// [`remove`](Self::remove) of a live block whose chunk is in the index's cache, or
+    /// `None` with nothing changed: the chunk is not cached, or the slot is empty. Only the
+    /// size is returned, for the free hook's path that needs nothing else.
+    #[inline(always)]
+    pub(crate) fn remove_cached(&mut self, addr: u64) -> Option<u64> {
+        debug_assert!(is_granule(addr));
+        let (key, slot) = split(addr);
+        let i = self.index.cached(key)?;
+        let chunk = &mut self.chunks[i as usize];
+        let size_plus_one = chunk.slots[slot].size_plus_one;
+        if size_plus_one == 0 {
+            return None;
+        }
+        chunk.slots[slot] = Slot::default();
+        chunk.live -= 1;
+        self.len -= 1;
+        Some(u64::from(size_plus_one - 1))
+    }
+
     /// Every live block as `(addr, size, stack)`, in address order within a chunk.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u64, StackId)> + '_ {
         self.chunks.iter().filter(|c| c.live > 0).flat_map(|c| {

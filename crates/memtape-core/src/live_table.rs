@@ -144,6 +144,24 @@ impl LiveTable {
         Some(removed)
     }
 
+    /// Forgets a small block of domain 0 when that is quick: `addr` starts a granule, its
+    /// chunk is the one the small-block index used last for that cache entry, and the
+    /// block is live there. True when it was forgotten, exactly as [`LiveTable::remove`]
+    /// would; false when nothing changed (then `remove` decides).
+    #[inline(always)]
+    pub fn remove_small_quickly(&mut self, addr: u64) -> bool {
+        if addr == 0 || !is_granule(addr) {
+            return false;
+        }
+        match self.small.remove_cached(addr) {
+            Some(size) => {
+                self.current -= size;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Every live entry.
     pub fn iter(&self) -> impl Iterator<Item = LiveEntry> + '_ {
         self.small
@@ -213,6 +231,17 @@ mod tests {
             let addr = ((x >> 8) % 20_000 + 1) * 8;
             if x & 3 == 0 {
                 assert_eq!(t.remove(0, addr).map(|e| e.size), model.remove(&addr));
+            } else if x & 3 == 1 {
+                // The free hook's quick path first, the full removal when it declines.
+                let before = (t.len(), t.current());
+                if t.remove_small_quickly(addr) {
+                    let size = model.remove(&addr).expect("only live blocks are forgotten");
+                    assert!(size <= 512 && addr % 16 == 0);
+                    assert_eq!((t.len() + 1, t.current() + size), before);
+                } else {
+                    assert_eq!((t.len(), t.current()), before);
+                    assert_eq!(t.remove(0, addr).map(|e| e.size), model.remove(&addr));
+                }
             } else {
                 let size = (x >> 40) % 1500;
                 // The recorder removes first when a block is resized in place.

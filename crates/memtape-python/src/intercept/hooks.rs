@@ -15,8 +15,9 @@ use pyo3::ffi::{self, PyMemAllocatorDomain, PyMemAllocatorEx};
 use memtape_core::{Action, EMPTY_STACK};
 
 use crate::cpython::thread_state;
-use crate::record::recorder::{hooks_active, Attribution, HEAP_EVENTS, RECORDER};
+use crate::record::recorder::{hooks_active, Attribution, Recorder, HEAP_EVENTS, RECORDER};
 use crate::record::repeat_alloc::{record_repeat_alloc, record_repeat_free};
+use crate::record::spin_lock::SpinGuard;
 use crate::record::{capture, event_clock, op_context};
 use crate::thread::hook_mode::{self, HookMode, HookThread};
 use crate::thread::thread_id;
@@ -343,24 +344,84 @@ extern "C" fn hook_realloc(ctx: *mut c_void, old: *mut c_void, size: usize) -> *
 }
 
 extern "C" fn hook_free(ctx: *mut c_void, block: *mut c_void) {
-    let s = slot(ctx);
-    let w = wrapped(s);
     // Forget the block before it is freed: once freed, another thread may get the same
     // address and record it.
     if !block.is_null() && hooks_active() {
-        if plain_frees() {
-            forget_plain_free(block);
-        } else if let Some(thread) = free_recording() {
-            record_free(thread, PYTHON_DOMAIN, || tstate_for(s), block);
+        if !plain_frees() {
+            return free_recorded(ctx, block);
         }
+        // The commonest free (tracemalloc's): no event, the recorder free, and the block
+        // a small one whose chunk the live table found last time. This path keeps to the
+        // registers a call may clobber, so the hook needs no stack frame and ends in a
+        // jump to the allocator beneath; everything else is a call away.
+        let Some(mut guard) = RECORDER.try_lock() else {
+            return free_plain_waiting(ctx, block);
+        };
+        if let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) {
+            if !rec.end_heap_block_quickly(block as u64) {
+                return free_plain_locked(guard, ctx, block);
+            }
+        }
+        drop(guard);
     }
+    forward_free(ctx, block);
+}
+
+/// Frees `block` with the allocator beneath hook `ctx`: a jump, unless native hooks run.
+#[inline(always)]
+fn forward_free(ctx: *mut c_void, block: *mut c_void) {
+    if crate::record::native_state::ACTIVE.load(Ordering::Relaxed) {
+        return forward_free_beneath(ctx, block);
+    }
+    let w = wrapped(slot(ctx));
     if let Some(free) = w.free {
-        // The libc free beneath is not a native free of its own. The allocator beneath
-        // may hand the block on to another domain's free (pymalloc gives its large blocks
-        // to PyMem_RawFree): the live table no longer knows the block then, and the
-        // capture sink drops the repeated free.
+        free(w.ctx, block);
+    }
+}
+
+/// [`forward_free`] while native hooks run: the libc free beneath is not a native free
+/// of its own. The allocator beneath may hand the block on to another domain's free
+/// (pymalloc gives its large blocks to PyMem_RawFree): the live table no longer knows the
+/// block then, and the capture sink drops the repeated free.
+#[inline(never)]
+fn forward_free_beneath(ctx: *mut c_void, block: *mut c_void) {
+    let w = wrapped(slot(ctx));
+    if let Some(free) = w.free {
         crate::native::beneath_wrapper(|| free(w.ctx, block));
     }
+}
+
+/// [`hook_free`] while events are recorded: the free's stack and event.
+#[inline(never)]
+extern "C" fn free_recorded(ctx: *mut c_void, block: *mut c_void) {
+    if let Some(thread) = free_recording() {
+        record_free(thread, PYTHON_DOMAIN, || tstate_for(slot(ctx)), block);
+    }
+    forward_free(ctx, block);
+}
+
+/// [`hook_free`] with no event to record, when the recorder was not free at once: it
+/// waits, or passes when this thread holds it ([`forget_plain_free`]).
+#[inline(never)]
+extern "C" fn free_plain_waiting(ctx: *mut c_void, block: *mut c_void) {
+    forget_plain_free(block);
+    forward_free(ctx, block);
+}
+
+/// [`hook_free`] with no event to record and the recorder locked (`guard`), when the
+/// quick path could not forget the block: a capture, a large or unaligned block, or a
+/// chunk not found in the index's cache.
+#[inline(never)]
+extern "C" fn free_plain_locked(
+    mut guard: SpinGuard<'static, Option<Recorder>>,
+    ctx: *mut c_void,
+    block: *mut c_void,
+) {
+    if let Some(rec) = guard.as_mut() {
+        rec.end_heap_block(PYTHON_DOMAIN, block as u64);
+    }
+    drop(guard);
+    forward_free(ctx, block);
 }
 
 fn is_ours(a: &PyMemAllocatorEx, s: &'static HookSlot) -> bool {

@@ -23,6 +23,14 @@ impl Recorder {
         }
     }
 
+    /// Records the end of block `addr` of the Python domain when that is quick and only
+    /// the live table needs to know (no capture): true when it was done, as
+    /// [`Recorder::end_heap_block`] would have done it; false when nothing changed.
+    #[inline(always)]
+    pub(crate) fn end_heap_block_quickly(&mut self, addr: u64) -> bool {
+        self.keep_live && self.capture.is_none() && self.live.remove_small_quickly(addr)
+    }
+
     /// Records the end of block `addr` in `domain` in the live table (when kept) and the
     /// capture; the block's entry when the live table knew it (what an event needs).
     #[inline(always)]

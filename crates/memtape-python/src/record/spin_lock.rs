@@ -28,7 +28,9 @@ pub(crate) struct SpinLock<T> {
 // so sharing the lock between threads is sound when T itself can move between threads.
 unsafe impl<T: Send> Sync for SpinLock<T> {}
 
-/// Proof of holding the lock; unlocks on drop.
+/// Proof of holding the lock; unlocks on drop. A pointer in registers and calls
+/// (`repr(transparent)`: the free hook hands it to an `extern "C"` helper).
+#[repr(transparent)]
 pub(crate) struct SpinGuard<'a, T> {
     lock: &'a SpinLock<T>,
 }
@@ -70,6 +72,15 @@ impl<T> SpinLock<T> {
                 std::thread::yield_now();
             }
         }
+    }
+
+    /// The lock if it is free now (one atomic step), else `None`, whoever holds it.
+    #[inline(always)]
+    pub(crate) fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        self.locked
+            .compare_exchange(0, thread_token(), Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| SpinGuard { lock: self })
     }
 
     /// Like [`SpinLock::lock`], but `None` when the calling thread holds the lock already:
@@ -175,5 +186,19 @@ mod tests {
         drop(held);
         assert_eq!(waiter.join().unwrap(), 1);
         assert!(lock.lock_unless_held_here().is_some());
+    }
+
+    #[test]
+    fn try_lock_takes_only_a_free_lock() {
+        let lock = Arc::new(SpinLock::new(0u32));
+        let held = lock.try_lock().unwrap();
+        assert!(lock.try_lock().is_none());
+        let other = Arc::clone(&lock);
+        assert!(std::thread::spawn(move || other.try_lock().is_none())
+            .join()
+            .unwrap());
+        drop(held);
+        *lock.try_lock().unwrap() += 1;
+        assert_eq!(*lock.lock(), 1);
     }
 }

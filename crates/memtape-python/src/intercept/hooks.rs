@@ -12,15 +12,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::ffi::{self, PyMemAllocatorDomain, PyMemAllocatorEx};
 
-use memtape_core::{Action, EMPTY_STACK};
-
 use crate::cpython::thread_state;
-use crate::record::recorder::{hooks_active, Attribution, Recorder, HEAP_EVENTS, RECORDER};
-use crate::record::repeat_alloc::{record_repeat_alloc, record_repeat_free};
+use crate::intercept::heap_record::{
+    attribution, free_recording, record_alloc, record_free, recording_thread,
+};
+use crate::record::recorder::{hooks_active, Recorder, HEAP_EVENTS, RECORDER};
+use crate::record::repeat_alloc::record_repeat_alloc;
 use crate::record::spin_lock::SpinGuard;
-use crate::record::{capture, event_clock, op_context};
-use crate::thread::hook_mode::{self, HookMode, HookThread};
-use crate::thread::thread_id;
+use crate::thread::hook_mode::{HookMode, HookThread};
 
 /// The domain tracemalloc uses for the Python allocators.
 const PYTHON_DOMAIN: u32 = 0;
@@ -92,53 +91,6 @@ fn tstate_for(slot: &HookSlot) -> *mut pyo3::ffi::PyThreadState {
     }
 }
 
-/// What an event needs besides the block, read before the lock (only when events are on).
-/// Acquire (a plain load on x86-64): seeing events on, the hook also sees the event
-/// clock's source, decided before they were turned on.
-#[inline(always)]
-pub(crate) fn attribution(thread: Option<&HookThread>) -> Option<Attribution> {
-    if !HEAP_EVENTS.load(Ordering::Acquire) {
-        return None;
-    }
-    Some(Attribution {
-        op: op_context::current(),
-        ticks: event_clock::ticks(),
-        thread: thread.map_or_else(thread_id::current, HookThread::tid),
-    })
-}
-
-/// Records a new block (and the end of the block it replaces, for a realloc) in `domain`.
-/// `thread` is the calling thread's hook state; `tstate` its thread state if it holds the
-/// GIL, else null; `at` the event's [`attribution`].
-#[inline]
-pub(crate) fn record_alloc(
-    thread: &HookThread,
-    domain: u32,
-    tstate: *mut pyo3::ffi::PyThreadState,
-    block: *mut c_void,
-    size: usize,
-    moved_from: *mut c_void,
-    at: Option<Attribution>,
-) {
-    let walked = capture::walk(Some(thread), tstate);
-    let mut guard = RECORDER.lock();
-    let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
-        return;
-    };
-    if !moved_from.is_null() {
-        if let Some(old) = rec.end_heap_block(domain, moved_from as u64) {
-            if let Some(at) = &at {
-                rec.push_heap_event(Action::Free, old.addr, old.size, old.stack, at);
-            }
-        }
-    }
-    let stack = walked.intern(rec);
-    rec.begin_heap_block(domain, block as u64, size as u64, stack);
-    if let Some(at) = &at {
-        rec.push_heap_event(Action::Alloc, block as u64, size as u64, stack, at);
-    }
-}
-
 /// Records a block just allocated in the Python domain (not a realloc): the stack of the
 /// thread's last capture when it is unchanged, else the general path.
 #[inline(always)]
@@ -152,46 +104,6 @@ fn record_new_block(
     if !record_repeat_alloc(thread, tstate, block as u64, size as u64, at.as_ref()) {
         let none = ptr::null_mut();
         record_alloc(thread, PYTHON_DOMAIN, tstate, block, size, none, at);
-    }
-}
-
-/// Forgets a block of `domain` that is being freed.
-#[inline]
-pub(crate) fn record_free(
-    thread: Option<&HookThread>,
-    domain: u32,
-    tstate: impl FnOnce() -> *mut pyo3::ffi::PyThreadState,
-    block: *mut c_void,
-) {
-    // Events record where a block was freed; memtape's own frees have no user stack.
-    let at = attribution(thread);
-    if at.is_none() && !crate::record::native_state::ACTIVE.load(Ordering::Relaxed) {
-        // No walk, and no native hook that a signal handler could reach while the block
-        // is forgotten: the thread's mode needs no guard.
-        forget_block(domain, block, None, None);
-        return;
-    }
-    let idle = thread.is_some_and(|t| t.mode() == HookMode::Idle);
-    // While this thread walks and records, a native hook reached from a signal handler
-    // that interrupts it passes straight through (the walk's buffers and the recorder
-    // are this thread's, mid-update).
-    let prev = thread.map(|t| t.set_mode(HookMode::InAllocHook));
-    let walked = match (&at, thread) {
-        (Some(a), Some(t)) if idle => {
-            let tstate = tstate();
-            if record_repeat_free(t, tstate, domain, block as u64, a) {
-                None
-            } else {
-                Some(Some(capture::walk(Some(t), tstate)))
-            }
-        }
-        _ => Some(None),
-    };
-    if let Some(walked) = walked {
-        forget_block(domain, block, at.as_ref(), walked);
-    }
-    if let (Some(t), Some(prev)) = (thread, prev) {
-        t.set_mode(prev);
     }
 }
 
@@ -220,53 +132,6 @@ fn forget_plain_free(block: *mut c_void) {
     };
     if let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) {
         rec.end_heap_block(PYTHON_DOMAIN, block as u64);
-    }
-}
-
-/// The locked part of [`record_free`].
-#[inline(always)]
-fn forget_block(
-    domain: u32,
-    block: *mut c_void,
-    at: Option<&Attribution>,
-    walked: Option<capture::Walked<'_>>,
-) {
-    let mut guard = RECORDER.lock();
-    let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
-        return;
-    };
-    let Some(old) = rec.end_heap_block(domain, block as u64) else {
-        return;
-    };
-    if let Some(at) = at {
-        let stack = walked.map_or(EMPTY_STACK, |w| w.intern(rec));
-        rec.push_heap_event(Action::Free, old.addr, old.size, stack, at);
-    }
-}
-
-/// The calling thread's state when this allocation should be recorded: something records,
-/// and the thread is not inside our own code. One TLS lookup.
-#[inline(always)]
-pub(crate) fn recording_thread() -> Option<&'static HookThread> {
-    if !hooks_active() {
-        return None;
-    }
-    hook_mode::thread().filter(|t| t.mode() == HookMode::Idle)
-}
-
-/// Whether this free should be recorded, and the thread's state (None while the thread is
-/// torn down: the free is still recorded). Frees made by memtape's own bookkeeping must
-/// be seen; nested frees inside our hooks are seen by the outer hook.
-#[inline(always)]
-pub(crate) fn free_recording() -> Option<Option<&'static HookThread>> {
-    if !hooks_active() {
-        return None;
-    }
-    let thread = hook_mode::thread();
-    // A thread being torn down (no state) is like one in memtape's own work.
-    match thread {
-        Some(t) if !t.mode().records_frees() => None,
-        _ => Some(thread),
     }
 }
 

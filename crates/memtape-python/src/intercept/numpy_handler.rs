@@ -20,7 +20,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::cpython::thread_state;
-use crate::intercept::hooks::{
+use crate::intercept::heap_record::{
     attribution, free_recording, record_alloc, record_free, recording_thread,
 };
 use crate::native::beneath_wrapper;

@@ -5,7 +5,7 @@
 //!
 //! It makes the checks [`crate::record::capture::walk`] makes on the innermost frame and
 //! its callers, takes the stack id as `intern_walked` would (`intern_repeat`, shared), and
-//! records the block as [`crate::intercept::hooks::record_alloc`] does, in one piece.
+//! records the block as [`crate::intercept::heap_record::record_alloc`] does, in one piece.
 //! Anything else (a changed stack, another recorder generation, native stacks, a realloc)
 //! is left to the general path, so both always record the same thing.
 
@@ -79,7 +79,7 @@ pub(crate) fn record_repeat_alloc(
 
 /// Records the free of `block` in `domain` with the calling thread's stack, while events
 /// are recorded (`at`), when that stack is the one it captured last or that one with its
-/// innermost frame moved on: what [`crate::intercept::hooks::record_free`]'s walk and
+/// innermost frame moved on: what [`crate::intercept::heap_record::record_free`]'s walk and
 /// `forget_block` record, without the walk. False when that is not known to be so and
 /// nothing was done (the caller then takes the general path); true when the free was
 /// handled, recorded or not (a block the recorder does not know).

@@ -15,13 +15,41 @@ pub(crate) const SLOTS_PER_CHUNK: usize = 1 << (CHUNK_SHIFT - GRANULE_SHIFT);
 /// Largest block kept here (pymalloc's small-request threshold).
 pub(crate) const MAX_SMALL_SIZE: u64 = 512;
 
-/// `size + 1` (0: empty slot; small sizes fit 16 bits), a 16-bit tag the owner may use
-/// (the report's replay keeps the time bucket a block was allocated in) and the stack.
+/// A slot: `size + 1` in the low [`SIZE_BITS`] bits (0: empty; small sizes need 10) and
+/// the stack id above them, in 4 bytes. Half the 8 bytes a separate size and id took:
+/// the table is a shadow of the small-object heap (a slot per 16-byte granule), so its
+/// size is what every allocation and free pulls through the cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Slot {
-    size_plus_one: u16,
-    tag: u16,
-    stack: StackId,
+struct Slot(u32);
+
+/// Bits of a slot that hold `size + 1`.
+const SIZE_BITS: u32 = 10;
+
+/// The largest stack id a slot holds; a block with a larger one lives in the live
+/// table's other table ([`fits`]).
+pub(crate) const MAX_SLOT_STACK: StackId = StackId::MAX >> SIZE_BITS;
+
+impl Slot {
+    #[inline(always)]
+    fn new(size: u64, stack: StackId) -> Self {
+        debug_assert!(size <= MAX_SMALL_SIZE && stack <= MAX_SLOT_STACK);
+        Self((size as u32 + 1) | (stack << SIZE_BITS))
+    }
+
+    #[inline(always)]
+    fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    #[inline(always)]
+    fn size(self) -> u64 {
+        u64::from((self.0 & ((1 << SIZE_BITS) - 1)) - 1)
+    }
+
+    #[inline(always)]
+    fn stack(self) -> StackId {
+        self.0 >> SIZE_BITS
+    }
 }
 
 #[derive(Debug)]
@@ -52,6 +80,12 @@ pub(crate) fn is_small(addr: u64, size: u64) -> bool {
     size <= MAX_SMALL_SIZE && is_granule(addr)
 }
 
+/// Whether a small block's stack id fits a slot.
+#[inline(always)]
+pub(crate) fn fits(stack: StackId) -> bool {
+    stack <= MAX_SLOT_STACK
+}
+
 /// `(chunk key, slot in the chunk)` of an address.
 #[inline]
 pub(crate) fn split(addr: u64) -> (u64, usize) {
@@ -78,10 +112,11 @@ impl ChunkedTable {
         let (key, slot) = split(addr);
         let i = self.index.peek(key)?;
         let s = self.chunks[i as usize].slots[slot];
-        (s.size_plus_one != 0).then(|| (u64::from(s.size_plus_one - 1), s.stack))
+        (!s.is_empty()).then(|| (s.size(), s.stack()))
     }
 
-    /// Stores a block; returns the `(size, stack)` it replaces.
+    /// Stores a block ([`is_small`], and its stack [`fits`]); returns the `(size, stack)`
+    /// it replaces.
     #[inline(always)]
     pub(crate) fn insert(
         &mut self,
@@ -89,39 +124,20 @@ impl ChunkedTable {
         size: u64,
         stack: StackId,
     ) -> Result<Option<(u64, StackId)>, TableFull> {
-        Ok(self
-            .insert_tagged(addr, size, stack, 0)?
-            .map(|(size, stack, _)| (size, stack)))
-    }
-
-    /// Stores a block with a tag; returns the `(size, stack, tag)` it replaces.
-    #[inline(always)]
-    pub(crate) fn insert_tagged(
-        &mut self,
-        addr: u64,
-        size: u64,
-        stack: StackId,
-        tag: u16,
-    ) -> Result<Option<(u64, StackId, u16)>, TableFull> {
-        debug_assert!(is_small(addr, size));
+        debug_assert!(is_small(addr, size) && fits(stack));
         let (key, slot) = split(addr);
         let i = match self.index.get(key) {
             Some(i) => i,
             None => self.new_chunk(key)?,
         };
         let chunk = &mut self.chunks[i as usize];
-        let new = Slot {
-            size_plus_one: size as u16 + 1,
-            tag,
-            stack,
-        };
-        let old = std::mem::replace(&mut chunk.slots[slot], new);
-        if old.size_plus_one == 0 {
+        let old = std::mem::replace(&mut chunk.slots[slot], Slot::new(size, stack));
+        if old.is_empty() {
             chunk.live += 1;
             self.len += 1;
             Ok(None)
         } else {
-            Ok(Some((u64::from(old.size_plus_one - 1), old.stack, old.tag)))
+            Ok(Some((old.size(), old.stack())))
         }
     }
 
@@ -129,24 +145,17 @@ impl ChunkedTable {
     /// was live.
     #[inline(always)]
     pub(crate) fn remove(&mut self, addr: u64) -> Option<(u64, StackId)> {
-        self.remove_tagged(addr)
-            .map(|(size, stack, _)| (size, stack))
-    }
-
-    /// [`remove`](Self::remove), with the block's tag.
-    #[inline(always)]
-    pub(crate) fn remove_tagged(&mut self, addr: u64) -> Option<(u64, StackId, u16)> {
         debug_assert!(is_granule(addr));
         let (key, slot) = split(addr);
         let i = self.index.get(key)?;
         let chunk = &mut self.chunks[i as usize];
         let old = std::mem::take(&mut chunk.slots[slot]);
-        if old.size_plus_one == 0 {
+        if old.is_empty() {
             return None;
         }
         chunk.live -= 1;
         self.len -= 1;
-        Some((u64::from(old.size_plus_one - 1), old.stack, old.tag))
+        Some((old.size(), old.stack()))
     }
 
     /// [`remove`](Self::remove) of a live block whose chunk is in the index's cache, or
@@ -158,14 +167,14 @@ impl ChunkedTable {
         let (key, slot) = split(addr);
         let i = self.index.cached(key)?;
         let chunk = &mut self.chunks[i as usize];
-        let size_plus_one = chunk.slots[slot].size_plus_one;
-        if size_plus_one == 0 {
+        let old = chunk.slots[slot];
+        if old.is_empty() {
             return None;
         }
         chunk.slots[slot] = Slot::default();
         chunk.live -= 1;
         self.len -= 1;
-        Some(u64::from(size_plus_one - 1))
+        Some(old.size())
     }
 
     /// Every live block as `(addr, size, stack)`, in address order within a chunk.
@@ -174,14 +183,8 @@ impl ChunkedTable {
             c.slots
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| s.size_plus_one != 0)
-                .map(move |(i, s)| {
-                    (
-                        c.base + ((i as u64) << GRANULE_SHIFT),
-                        u64::from(s.size_plus_one - 1),
-                        s.stack,
-                    )
-                })
+                .filter(|(_, s)| !s.is_empty())
+                .map(move |(i, s)| (c.base + ((i as u64) << GRANULE_SHIFT), s.size(), s.stack()))
         })
     }
 
@@ -228,15 +231,20 @@ mod tests {
     }
 
     #[test]
-    fn tags_travel_with_their_blocks() {
+    fn a_slot_holds_every_small_size_and_the_largest_stack_it_takes() {
         let mut t = ChunkedTable::default();
-        assert_eq!(t.insert_tagged(0x10_0000, 512, 1, 7), Ok(None));
-        assert_eq!(t.insert_tagged(0x10_0000, 16, 2, 9), Ok(Some((512, 1, 7))));
-        assert_eq!(t.insert_tagged(0x10_0020, 0, 3, u16::MAX), Ok(None));
-        let mut all: Vec<_> = t.iter().collect();
-        all.sort_unstable();
-        assert_eq!(all, vec![(0x10_0000, 16, 2), (0x10_0020, 0, 3)]);
-        assert_eq!(t.remove_tagged(0x10_0000), Some((16, 2, 9)));
-        assert_eq!(t.remove(0x10_0020), Some((0, 3)));
+        for size in 0..=MAX_SMALL_SIZE {
+            let addr = 0x40_0000 + size * 16;
+            assert_eq!(t.insert(addr, size, MAX_SLOT_STACK - size as u32), Ok(None));
+        }
+        for size in 0..=MAX_SMALL_SIZE {
+            let addr = 0x40_0000 + size * 16;
+            assert_eq!(t.get(addr), Some((size, MAX_SLOT_STACK - size as u32)));
+        }
+        assert_eq!(t.insert(0x40_0000, 512, 0), Ok(Some((0, MAX_SLOT_STACK))));
+        assert_eq!(t.remove_cached(0x40_0000), Some(512));
+        assert_eq!(t.remove_cached(0x40_0000), None);
+        assert!(fits(MAX_SLOT_STACK) && !fits(MAX_SLOT_STACK + 1));
+        assert_eq!(t.len(), MAX_SMALL_SIZE as usize);
     }
 }

@@ -6,7 +6,7 @@
 //! else lives in an open-addressing [`AddressTable`]. Neither allocates per block.
 
 use crate::address_table::AddressTable;
-use crate::chunked_table::{is_granule, is_small, ChunkedTable};
+use crate::chunked_table::{fits, is_granule, is_small, ChunkedTable};
 use crate::stack_table::StackId;
 
 pub use crate::live_entry::{LiveEntry, TableFull};
@@ -16,6 +16,10 @@ pub use crate::live_entry::{LiveEntry, TableFull};
 pub struct LiveTable {
     small: ChunkedTable,
     other: AddressTable,
+    /// Whether `other` may hold small blocks of domain 0: those whose stack id is too
+    /// large for a slot of `small` ([`fits`]). An address is in at most one of the two
+    /// tables; while this is set, an insert into `small` also looks in `other`.
+    small_elsewhere: bool,
     current: u64,
     peak: u64,
 }
@@ -100,16 +104,56 @@ impl LiveTable {
             return Ok(None);
         }
         let replaced = if domain == SMALL_DOMAIN && is_small(addr, size) {
-            self.small
-                .insert(addr, size, stack)?
-                .map(|(size, stack)| LiveEntry {
+            if !fits(stack) {
+                return self.insert_small_elsewhere(addr, size, stack);
+            }
+            match self.small.insert(addr, size, stack)? {
+                Some((size, stack)) => Some(LiveEntry {
                     addr,
                     size,
                     stack,
                     domain,
-                })
+                }),
+                None if self.small_elsewhere => self.other.remove(domain, addr),
+                None => None,
+            }
         } else {
             self.other.insert(domain, addr, size, stack)?
+        };
+        if let Some(old) = replaced {
+            self.current -= old.size;
+        }
+        self.current += size;
+        self.peak = self.peak.max(self.current);
+        Ok(replaced)
+    }
+
+    /// [`LiveTable::insert`] of a small block of domain 0 whose stack id does not fit a
+    /// slot of the small-block table: it goes to the other table, replacing what either
+    /// held at its address.
+    #[cold]
+    fn insert_small_elsewhere(
+        &mut self,
+        addr: u64,
+        size: u64,
+        stack: StackId,
+    ) -> Result<Option<LiveEntry>, TableFull> {
+        self.small_elsewhere = true;
+        let in_small = self.small.remove(addr).map(|(size, stack)| LiveEntry {
+            addr,
+            size,
+            stack,
+            domain: SMALL_DOMAIN,
+        });
+        let replaced = match self.other.insert(SMALL_DOMAIN, addr, size, stack) {
+            Ok(replaced) => replaced.or(in_small),
+            Err(full) => {
+                // The block is not recorded; the one it replaced is gone all the same.
+                if let Some(old) = in_small {
+                    self.current -= old.size;
+                }
+                return Err(full);
+            }
         };
         if let Some(old) = replaced {
             self.current -= old.size;
@@ -219,10 +263,31 @@ mod tests {
     }
 
     #[test]
-    fn matches_a_hashmap_under_random_churn() {
+    fn small_blocks_whose_stack_does_not_fit_a_slot_are_kept_elsewhere() {
+        use crate::chunked_table::MAX_SLOT_STACK;
+        let big = MAX_SLOT_STACK + 1;
         let mut t = LiveTable::new();
-        let mut model: HashMap<u64, u64> = HashMap::new();
+        assert_eq!(t.insert(0, 0x1000, 64, big), Ok(None));
+        assert_eq!(t.get(0, 0x1000).map(|e| (e.size, e.stack)), Some((64, big)));
+        // A new block at that address (its free was missed) replaces it, from either side.
+        let old = t.insert(0, 0x1000, 32, 7).unwrap().unwrap();
+        assert_eq!((old.size, old.stack), (64, big));
+        assert_eq!((t.len(), t.current()), (1, 32));
+        let old = t.insert(0, 0x1000, 16, u32::MAX).unwrap().unwrap();
+        assert_eq!((old.size, old.stack), (32, 7));
+        assert_eq!((t.len(), t.current(), t.peak()), (1, 16, 64));
+        assert!(!t.remove_small_quickly(0x1000));
+        assert_eq!(t.remove(0, 0x1000).map(|e| e.stack), Some(u32::MAX));
+        assert!(t.is_empty() && t.current() == 0);
+    }
+
+    #[test]
+    fn matches_a_hashmap_under_random_churn() {
+        use crate::chunked_table::MAX_SLOT_STACK;
+        let mut t = LiveTable::new();
+        let mut model: HashMap<u64, (u64, StackId)> = HashMap::new();
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let size_of = |e: Option<LiveEntry>| e.map(|e| (e.size, e.stack));
         for _ in 0..400_000 {
             x ^= x << 13;
             x ^= x >> 7;
@@ -230,30 +295,46 @@ mod tests {
             // Mixed alignments and sizes: both internal tables get traffic.
             let addr = ((x >> 8) % 20_000 + 1) * 8;
             if x & 3 == 0 {
-                assert_eq!(t.remove(0, addr).map(|e| e.size), model.remove(&addr));
+                assert_eq!(size_of(t.remove(0, addr)), model.remove(&addr));
             } else if x & 3 == 1 {
                 // The free hook's quick path first, the full removal when it declines.
                 let before = (t.len(), t.current());
                 if t.remove_small_quickly(addr) {
-                    let size = model.remove(&addr).expect("only live blocks are forgotten");
+                    let (size, _) = model.remove(&addr).expect("only live blocks are forgotten");
                     assert!(size <= 512 && addr % 16 == 0);
                     assert_eq!((t.len() + 1, t.current() + size), before);
                 } else {
                     assert_eq!((t.len(), t.current()), before);
-                    assert_eq!(t.remove(0, addr).map(|e| e.size), model.remove(&addr));
+                    assert_eq!(size_of(t.remove(0, addr)), model.remove(&addr));
                 }
             } else {
                 let size = (x >> 40) % 1500;
-                // The recorder removes first when a block is resized in place.
-                let old = t.remove(0, addr).map(|e| e.size);
-                assert_eq!(t.insert(0, addr, size, 1).unwrap(), None);
-                assert_eq!(old, model.insert(addr, size));
+                // One stack in eight too large for a small block's slot.
+                let stack = if (x >> 20) & 7 == 0 {
+                    MAX_SLOT_STACK + 1 + ((x >> 24) % 5) as StackId
+                } else {
+                    ((x >> 24) % 1000) as StackId
+                };
+                let small = |size: u64| size <= 512 && addr % 16 == 0;
+                let replaced = match model.get(&addr) {
+                    // A missed free: a small block replaces a small one wherever it is.
+                    Some(&(old, _)) if small(old) && small(size) => {
+                        size_of(t.insert(0, addr, size, stack).unwrap())
+                    }
+                    // The recorder removes first when a block is resized in place.
+                    _ => {
+                        let old = size_of(t.remove(0, addr));
+                        assert_eq!(t.insert(0, addr, size, stack).unwrap(), None);
+                        old
+                    }
+                };
+                assert_eq!(replaced, model.insert(addr, (size, stack)));
             }
         }
         assert_eq!(t.len(), model.len());
-        assert_eq!(t.current(), model.values().sum::<u64>());
-        for (addr, size) in &model {
-            assert_eq!(t.get(0, *addr).unwrap().size, *size);
+        assert_eq!(t.current(), model.values().map(|v| v.0).sum::<u64>());
+        for (addr, value) in &model {
+            assert_eq!(size_of(t.get(0, *addr)), Some(*value));
         }
         assert_eq!(t.iter().count(), model.len());
     }

@@ -52,19 +52,19 @@ impl Slot {
     }
 }
 
-#[derive(Debug)]
-struct Chunk {
-    base: u64,
-    live: u32,
-    /// A fixed-size array: a slot index masked to the chunk needs no bounds check.
-    slots: Box<[Slot; SLOTS_PER_CHUNK]>,
-}
+/// A chunk's slots: a fixed-size array, so a slot index masked to the chunk needs no
+/// bounds check.
+type Chunk = Box<[Slot; SLOTS_PER_CHUNK]>;
 
 /// Small, granule-aligned blocks of domain 0.
 #[derive(Debug, Default)]
 pub(crate) struct ChunkedTable {
     index: ChunkIndex,
+    /// By chunk number: one pointer each, so that the hooks' path through this array
+    /// stays small in the cache.
     chunks: Vec<Chunk>,
+    /// Each chunk's first address, by chunk number (read only to list the blocks).
+    bases: Vec<u64>,
     len: usize,
 }
 
@@ -101,7 +101,7 @@ impl ChunkedTable {
     }
 
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.chunks.len() * SLOTS_PER_CHUNK * std::mem::size_of::<Slot>()
+        self.chunks.len() * (SLOTS_PER_CHUNK * std::mem::size_of::<Slot>() + 16)
             + self.index.capacity() * 16
     }
 
@@ -111,7 +111,7 @@ impl ChunkedTable {
         debug_assert!(is_granule(addr));
         let (key, slot) = split(addr);
         let i = self.index.peek(key)?;
-        let s = self.chunks[i as usize].slots[slot];
+        let s = self.chunks[i as usize][slot];
         (!s.is_empty()).then(|| (s.size(), s.stack()))
     }
 
@@ -130,10 +130,8 @@ impl ChunkedTable {
             Some(i) => i,
             None => self.new_chunk(key)?,
         };
-        let chunk = &mut self.chunks[i as usize];
-        let old = std::mem::replace(&mut chunk.slots[slot], Slot::new(size, stack));
+        let old = std::mem::replace(&mut self.chunks[i as usize][slot], Slot::new(size, stack));
         if old.is_empty() {
-            chunk.live += 1;
             self.len += 1;
             Ok(None)
         } else {
@@ -148,12 +146,10 @@ impl ChunkedTable {
         debug_assert!(is_granule(addr));
         let (key, slot) = split(addr);
         let i = self.index.get(key)?;
-        let chunk = &mut self.chunks[i as usize];
-        let old = std::mem::take(&mut chunk.slots[slot]);
+        let old = std::mem::take(&mut self.chunks[i as usize][slot]);
         if old.is_empty() {
             return None;
         }
-        chunk.live -= 1;
         self.len -= 1;
         Some((old.size(), old.stack()))
     }
@@ -167,24 +163,22 @@ impl ChunkedTable {
         let (key, slot) = split(addr);
         let i = self.index.cached(key)?;
         let chunk = &mut self.chunks[i as usize];
-        let old = chunk.slots[slot];
+        let old = chunk[slot];
         if old.is_empty() {
             return None;
         }
-        chunk.slots[slot] = Slot::default();
-        chunk.live -= 1;
+        chunk[slot] = Slot::default();
         self.len -= 1;
         Some(old.size())
     }
 
     /// Every live block as `(addr, size, stack)`, in address order within a chunk.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u64, StackId)> + '_ {
-        self.chunks.iter().filter(|c| c.live > 0).flat_map(|c| {
-            c.slots
-                .iter()
+        self.chunks.iter().zip(&self.bases).flat_map(|(c, &base)| {
+            c.iter()
                 .enumerate()
                 .filter(|(_, s)| !s.is_empty())
-                .map(move |(i, s)| (c.base + ((i as u64) << GRANULE_SHIFT), s.size(), s.stack()))
+                .map(move |(i, s)| (base + ((i as u64) << GRANULE_SHIFT), s.size(), s.stack()))
         })
     }
 
@@ -199,11 +193,9 @@ impl ChunkedTable {
         let slots: Box<[Slot; SLOTS_PER_CHUNK]> =
             slots.into_boxed_slice().try_into().map_err(|_| TableFull)?;
         self.chunks.try_reserve(1).map_err(|_| TableFull)?;
-        self.chunks.push(Chunk {
-            base: key << CHUNK_SHIFT,
-            live: 0,
-            slots,
-        });
+        self.bases.try_reserve(1).map_err(|_| TableFull)?;
+        self.chunks.push(slots);
+        self.bases.push(key << CHUNK_SHIFT);
         self.index.insert(key, i);
         Ok(i)
     }

@@ -4,6 +4,13 @@ Every run is a fresh `--python` process (single_run.py) that times only the work
 runs are interleaved round-robin (run 1 of every configuration, then run 2, ...). Prints one
 table per workload and writes the raw numbers as JSON.
 
+On a shared host the neighbours' load comes and goes within seconds to minutes and slows
+every process alike (CPU time follows wall time: it is cache and memory contention, not
+waiting for the CPU). So, besides each configuration's median over the untraced median,
+every traced run is bracketed by untraced runs, the one before and one extra right after,
+and divided by their mean: "x bracketed" is the median of those ratios (`--no-bracket`
+skips the extra runs).
+
     python benchmarks/run.py --python .venv-3.11/bin/python             # everything, 5 runs
     python benchmarks/run.py --only alloc_heavy --configs untraced,memtape1,tracemalloc1
     python benchmarks/run.py --quick --configs untraced,memtape1         # smoke test
@@ -135,11 +142,22 @@ HEADER = (
     "min-max s",
     "cpu s",
     "x untraced",
+    "x bracketed",
     "speedup vs stdlib",
     "peak RSS MiB",
     "traced peak MiB",
     "notes",
 )
+
+
+def bracketed_ratio(result: ConfigResult) -> str:
+    """The median of each run's time over the mean of the untraced runs around it."""
+    ratios = [
+        run["seconds"] / statistics.mean(run["untraced_around_s"])
+        for run in result.runs
+        if run.get("untraced_around_s")
+    ]
+    return f"{statistics.median(ratios):.2f}x" if ratios else "-"
 
 
 def table_row(name: str, results: dict[str, ConfigResult], base: float | None) -> tuple[str, ...]:
@@ -152,11 +170,12 @@ def table_row(name: str, results: dict[str, ConfigResult], base: float | None) -
     starved = sum(run["seconds"] > STARVED * run["cpu_seconds"] for run in result.runs)
     if starved:
         notes.append(f"{starved}/{len(seconds)} runs starved (wall > {STARVED}x cpu)")
-    if result.median("capture_bytes") is not None:
-        note = f"capture {format_mib(result.median('capture_bytes'))} MiB"
+    capture_bytes = result.median("capture_bytes")
+    if capture_bytes is not None:
+        note = f"capture {format_mib(capture_bytes)} MiB"
         events = result.median("capture_events")
         if events:
-            note += f" ({result.median('capture_bytes') / events:.2f} B/event)"
+            note += f" ({capture_bytes / events:.2f} B/event)"
         notes.append(note)
     if result.status == "failed":
         notes.append(f"FAILED after {len(result.runs)} runs: {result.reason}")
@@ -166,6 +185,7 @@ def table_row(name: str, results: dict[str, ConfigResult], base: float | None) -
         f"{min(seconds):.3f}-{max(seconds):.3f}",
         f"{result.median('cpu_seconds'):.3f}",
         format_ratio(median, base),
+        bracketed_ratio(result),
         format_ratio(peer.median("seconds") if peer else None, median) if peer_name else "",
         format_mib(result.median("peak_rss_kib"), 1024),
         format_mib(result.median("traced_peak_bytes")),
@@ -232,6 +252,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="print the tables of an earlier run's JSON and exit (measures nothing)",
     )
     parser.add_argument(
+        "--no-bracket",
+        action="store_true",
+        help="skip the extra untraced run after each traced one (no 'x bracketed')",
+    )
+    parser.add_argument(
         "--no-warmup",
         action="store_true",
         help="skip the discarded untraced run before each workload",
@@ -296,30 +321,53 @@ class Runner:
         base = ["--workload", str(path)] + (["--quick"] if args.quick else [])
         if not (args.quick or args.no_warmup):
             self.child([*base, "--config", "untraced"], args.timeout)
+        untraced = results.get("untraced")
+        bracket = untraced is not None and not args.no_bracket
         for index in range(args.runs):
+            before: float | None = None
             for name, result in results.items():
-                if result.status == "ok":
-                    self.run_once(
-                        result, [*base, "--config", name], f"[{index + 1}/{args.runs}] {name:<14}"
-                    )
+                if result.status != "ok":
+                    continue
+                label = f"[{index + 1}/{args.runs}] {name:<14}"
+                run = self.run_once(result, [*base, "--config", name], label)
+                if name == "untraced":
+                    before = run["seconds"] if run else None
+                    continue
+                if not (bracket and run and untraced and untraced.status == "ok"):
+                    continue
+                after = self.bracket_run([*base, "--config", "untraced"], label)
+                if after is not None and before is not None:
+                    run["untraced_around_s"] = [before, after]
+                before = after
         print(render_table(results), flush=True)
         return {
             "params": params,
             "configs": {name: result.to_json() for name, result in results.items()},
         }
 
-    def run_once(self, result: ConfigResult, extra: list[str], label: str) -> None:
+    def bracket_run(self, extra: list[str], after: str) -> float | None:
+        """An untraced run that only brackets the traced run before it; its seconds."""
+        status, info = self.child(extra, self.args.timeout)
+        seconds = info["seconds"] if status == "ok" else None
+        shown = f"{seconds:8.3f} s" if seconds is not None else f"{status}: {info['reason']}"
+        print(
+            f"  {'':6}   (untraced after {after.split()[1]}) {shown}", file=sys.stderr, flush=True
+        )
+        return seconds
+
+    def run_once(self, result: ConfigResult, extra: list[str], label: str) -> dict[str, Any] | None:
         status, info = self.child(extra, self.args.timeout)
         if status == "ok":
             info["loadavg"] = os.getloadavg()[0]
             result.runs.append(info)
             print(f"  {label} {info['seconds']:8.3f} s", file=sys.stderr, flush=True)
-            return
+            return info
         result.status, result.reason = status, info["reason"]
         self.failed |= status == "failed"
         print(f"  {label} {status}: {info['reason']}", file=sys.stderr, flush=True)
         if "stderr" in info:
             print(info["stderr"], file=sys.stderr, flush=True)
+        return None
 
 
 def show(path: Path) -> int:

@@ -45,6 +45,15 @@ def test_quick_run_prints_a_row_per_config(tmp_path: Path) -> None:
     report = json.loads(raw.read_text())
     untraced = report["workloads"]["alloc_heavy"]["configs"]["untraced"]
     assert untraced["status"] == "ok" and len(untraced["runs"]) == 1
+    # Each traced run is bracketed: the untraced run before it and an extra one after.
+    for workload in report["workloads"].values():
+        for name, config in workload["configs"].items():
+            if name != "untraced" and config["status"] == "ok":
+                around = config["runs"][0]["untraced_around_s"]
+                assert around[0] == workload["configs"]["untraced"]["runs"][0]["seconds"]
+                assert len(around) == 2 and around[1] > 0, config
+                row = next(line for line in proc.stdout.splitlines() if line.startswith(name))
+                assert row.split()[5].endswith("x"), row
     if importlib.util.find_spec("memtape") is not None:
         # memtape is installed in this interpreter, so its row must be a measurement.
         for workload in report["workloads"].values():

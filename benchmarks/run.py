@@ -6,10 +6,9 @@ table per workload and writes the raw numbers as JSON.
 
 On a shared host the neighbours' load comes and goes within seconds to minutes and slows
 every process alike (CPU time follows wall time: it is cache and memory contention, not
-waiting for the CPU). So, besides each configuration's median over the untraced median,
-every traced run is bracketed by untraced runs, the one before and one extra right after,
-and divided by their mean: "x bracketed" is the median of those ratios (`--no-bracket`
-skips the extra runs).
+waiting for the CPU). With `--bracket`, besides each configuration's median over the
+untraced median, every traced run is bracketed by untraced runs, the one before and one
+extra right after, and divided by their mean: "x bracketed" is the median of those ratios.
 
     python benchmarks/run.py --python .venv-3.11/bin/python             # everything, 5 runs
     python benchmarks/run.py --only alloc_heavy --configs untraced,memtape1,tracemalloc1
@@ -252,9 +251,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="print the tables of an earlier run's JSON and exit (measures nothing)",
     )
     parser.add_argument(
-        "--no-bracket",
+        "--bracket",
         action="store_true",
-        help="skip the extra untraced run after each traced one (no 'x bracketed')",
+        help="an extra untraced run after each traced one, for 'x bracketed'",
     )
     parser.add_argument(
         "--no-warmup",
@@ -322,7 +321,7 @@ class Runner:
         if not (args.quick or args.no_warmup):
             self.child([*base, "--config", "untraced"], args.timeout)
         untraced = results.get("untraced")
-        bracket = untraced is not None and not args.no_bracket
+        bracket = untraced is not None and args.bracket
         for index in range(args.runs):
             before: float | None = None
             for name, result in results.items():

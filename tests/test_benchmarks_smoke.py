@@ -22,6 +22,7 @@ def test_quick_run_prints_a_row_per_config(tmp_path: Path) -> None:
             sys.executable,
             str(RUNNER),
             "--quick",
+            "--bracket",
             "--configs",
             ",".join(CONFIGS),
             "--json",

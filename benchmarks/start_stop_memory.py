@@ -60,8 +60,13 @@ def main(argv: list[str]) -> int:
     for i in range(args.cycles + 1):
         own = cycle(args.blocks)
         if i % args.every == 0:
-            samples.append({"cycle": i, "rss_mib": round(rss_bytes() / 2**20, 2),
-                            "tracemalloc_memory_kib": round(own / 1024, 1)})
+            samples.append(
+                {
+                    "cycle": i,
+                    "rss_mib": round(rss_bytes() / 2**20, 2),
+                    "tracemalloc_memory_kib": round(own / 1024, 1),
+                }
+            )
     result = {
         "python": platform.python_version(),
         "cycles": args.cycles,
@@ -69,7 +74,8 @@ def main(argv: list[str]) -> int:
         "samples": samples,
         # The first `every` cycles warm the allocator and memtape's tables up.
         "rss_growth_after_warmup_mib": round(
-            samples[-1]["rss_mib"] - samples[min(1, len(samples) - 1)]["rss_mib"], 2),
+            samples[-1]["rss_mib"] - samples[min(1, len(samples) - 1)]["rss_mib"], 2
+        ),
         # After stop: the last recording's events stay readable until the next one.
         "after_stop_tracemalloc_memory": tm.get_tracemalloc_memory(),
     }

@@ -1,7 +1,8 @@
 """Instructions of a reduced alloc_heavy, counted by valgrind's callgrind (independent of load).
 
 Rows (``--configs``): untraced, the stdlib's and ``memtape.tracemalloc`` at nframe 1,
-memtape's at 25, and a capture (what ``memtape run --no-native-heap`` records); by
+memtape's at 25, a capture (what ``memtape run --no-native-heap`` records) and
+``memtape-run`` (the capture with native allocations, ``memtape run``'s default); by
 default untraced, memtape25 and the capture. Each row is the instructions of
 ``alloc_heavy.main(rows=N, rounds=1)`` less those of a run with no rows (start-up, imports
 and the tracer's start and stop drop out), and the ratio over untraced.
@@ -33,6 +34,14 @@ SETUP = {
         "path = os.path.join(tempfile.mkdtemp(), 'c.mtape')\n"
         'metadata = \'{"tool": "memtape", "nframe": 64}\'\n'
         "memtape._native._start_capture(path, metadata, 0, False)\n",
+        "memtape._native._stop_capture()\n",
+    ),
+    # What `memtape run` records by default: the capture with native allocations.
+    "memtape-run": (
+        "import memtape, os, tempfile\n"
+        "path = os.path.join(tempfile.mkdtemp(), 'c.mtape')\n"
+        'metadata = \'{"tool": "memtape", "nframe": 64}\'\n'
+        "memtape._native._start_capture(path, metadata, 0, True)\n",
         "memtape._native._stop_capture()\n",
     ),
 }

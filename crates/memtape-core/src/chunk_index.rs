@@ -54,10 +54,7 @@ impl ChunkIndex {
     /// The chunk of `key`, leaving the cache as it is.
     #[inline]
     pub(crate) fn peek(&self, key: u64) -> Option<u32> {
-        match self.recent[key as usize % RECENT] {
-            (k, i) if k == key => Some(i),
-            _ => self.index.get(&key).copied(),
-        }
+        self.cached(key).or_else(|| self.index.get(&key).copied())
     }
 
     /// Names chunk `i` for `key`.

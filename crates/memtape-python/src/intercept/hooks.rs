@@ -111,28 +111,10 @@ fn record_new_block(
 /// happened, so there is no walk whose buffers a native hook run from a signal handler
 /// could find mid-update (such a hook finds the recorder locked by its own thread and
 /// passes, counted: `native_record`'s lock). The thread's mode is then not looked up;
-/// see [`forget_plain_free`].
+/// see [`free_plain_waiting`].
 #[inline(always)]
 fn plain_frees() -> bool {
     !HEAP_EVENTS.load(Ordering::Acquire)
-}
-
-/// Forgets a freed block of the Python domain when [`plain_frees`] holds, without the
-/// thread's mode: the lock itself tells when this thread holds the recorder already
-/// (between fork preparation and the fork, or in a signal handler that interrupted a
-/// hook), and the free then passes unrecorded, as it does in those modes. A free made
-/// inside one of our allocation hooks through another domain's entry (an allocator
-/// beneath that does so; pymalloc does not) is recorded here, where the mode would have
-/// skipped it: the outer hook then finds the block gone from the live table, and the
-/// capture sink drops its repeated free, so the totals are the same.
-#[inline(always)]
-fn forget_plain_free(block: *mut c_void) {
-    let Some(mut guard) = RECORDER.lock_unless_held_here() else {
-        return;
-    };
-    if let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) {
-        rec.end_heap_block(PYTHON_DOMAIN, block as u64);
-    }
 }
 
 /// Runs `alloc` as a recorded allocation on `thread`: nested calls pass through.
@@ -266,16 +248,30 @@ extern "C" fn free_recorded(ctx: *mut c_void, block: *mut c_void) {
 }
 
 /// [`hook_free`] with no event to record, when the recorder was not free at once: it
-/// waits, or passes when this thread holds it ([`forget_plain_free`]).
+/// waits, then forgets the block as [`free_plain_locked`] does.
+///
+/// No thread mode is looked up when [`plain_frees`] holds: the lock itself tells when this
+/// thread holds the recorder already (between fork preparation and the fork, or in a
+/// signal handler that interrupted a hook), and the free then passes unrecorded, as it
+/// does in those modes. A free made inside one of our allocation hooks through another
+/// domain's entry (an allocator beneath that does so; pymalloc does not) is recorded
+/// here, where the mode would have skipped it: the outer hook then finds the block gone
+/// from the live table, and the capture sink drops its repeated free, so the totals are
+/// the same.
 #[inline(never)]
 extern "C" fn free_plain_waiting(ctx: *mut c_void, block: *mut c_void) {
-    forget_plain_free(block);
-    forward_free(ctx, block);
+    match RECORDER.lock_unless_held_here() {
+        Some(guard) if guard.as_ref().is_some_and(|r| r.follows_heap()) => {
+            free_plain_locked(guard, ctx, block);
+        }
+        _ => forward_free(ctx, block),
+    }
 }
 
-/// [`hook_free`] with no event to record and the recorder locked (`guard`), when the
-/// quick path could not forget the block: a capture, a large or unaligned block, or a
-/// chunk not found in the index's cache.
+/// [`hook_free`] with no event to record and the recorder locked (`guard`) and following
+/// the heap, when the quick path could not forget the block (a capture, a large or
+/// unaligned block, or a chunk not found in the index's cache), or after waiting for the
+/// lock ([`free_plain_waiting`]).
 #[inline(never)]
 extern "C" fn free_plain_locked(
     mut guard: SpinGuard<'static, Option<Recorder>>,

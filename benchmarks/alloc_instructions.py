@@ -5,7 +5,9 @@ memtape's at 25, a capture (what ``memtape run --no-native-heap`` records) and
 ``memtape-run`` (the capture with native allocations, ``memtape run``'s default); by
 default untraced, memtape25 and the capture. Each row is the instructions of
 ``alloc_heavy.main(rows=N, rounds=1)`` less those of a run with no rows (start-up, imports
-and the tracer's start and stop drop out), and the ratio over untraced.
+and the tracer's start and stop drop out), and the ratio over untraced; then the same of
+the program's own thread (memtape's flusher encodes and compresses a capture on a thread
+of its own).
 
 Usage: python benchmarks/alloc_instructions.py [--rows N] [--configs A,B] [--keep DIR]
        (``--keep`` writes each run's callgrind file there, for callgrind_annotate)
@@ -17,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from capture_instructions import instructions
+from capture_instructions import instructions, program_thread_instructions
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -62,21 +64,26 @@ def main() -> int:
     p.add_argument("--keep", type=Path, default=None)
     args = p.parse_args()
     workloads = str(REPO / "benchmarks" / "workloads")
-    base = None
+    base: tuple[int, int] | None = None
     print(f"alloc_heavy rows={args.rows} rounds=1 ({sys.version.split()[0]})")
+    print(f"{'config':16} {'all threads':>13} {'x':>6} {'program thread':>15} {'x':>6}")
     for name in args.configs.split(","):
         start, stop = SETUP[name]
         counts = []
         for rows in (0, args.rows):
             code = PROGRAM.format(workloads=workloads, start=start, stop=stop, rows=rows)
-            keep = "/dev/null"
             if args.keep is not None and rows:
                 args.keep.mkdir(parents=True, exist_ok=True)
-                keep = str(args.keep / f"callgrind.{name}")
-            counts.append(instructions(code, keep))
-        work = counts[1] - counts[0]
-        base = base if base is not None else work
-        print(f"{name:16} {work / 1e6:10.1f} M instructions  {work / base:5.2f}x", flush=True)
+                instructions(code, str(args.keep / f"callgrind.{name}"))
+            counts.append(program_thread_instructions(code))
+        work = counts[1][0] - counts[0][0]
+        own = counts[1][1] - counts[0][1]
+        base = base if base is not None else (work, own)
+        print(
+            f"{name:16} {work / 1e6:11.1f} M {work / base[0]:5.2f}x"
+            f" {own / 1e6:13.1f} M {own / base[1]:5.2f}x",
+            flush=True,
+        )
     return 0
 
 

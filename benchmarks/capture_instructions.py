@@ -56,11 +56,29 @@ if nframe:
 def instructions(code: str, out_file: str = "/dev/null") -> int:
     """Instructions callgrind counts for `code` run by this interpreter (all threads);
     callgrind's profile goes to `out_file`."""
+    return _callgrind(code, out_file, [])
+
+
+def program_thread_instructions(code: str) -> tuple[int, int]:
+    """Instructions of `code` run by this interpreter: all threads, and the program's own
+    (the first thread; memtape's flusher and resolver are threads of their own)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        total = _callgrind(code, out, ["--separate-threads=yes"])
+        first = Path(f"{out}-01").read_text()
+        found = re.search(r"^(?:summary|totals): (\d+)", first, re.MULTILINE)
+        if found is None:
+            raise RuntimeError(f"no total in callgrind's file of the first thread: {first[:200]}")
+        return total, int(found.group(1))
+
+
+def _callgrind(code: str, out_file: str, options: list[str]) -> int:
     out = subprocess.run(
         [
             "valgrind",
             "--tool=callgrind",
             f"--callgrind-out-file={out_file}",
+            *options,
             sys.executable,
             "-c",
             code,

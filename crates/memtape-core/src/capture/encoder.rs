@@ -1,9 +1,9 @@
 //! [`BlockEncoder`]: appends records to a raw block.
 
 use super::block_buffer::BlockBuffer;
+use super::rare_records;
 use super::recent_addresses::RecentAddresses;
 use super::record::{tag, Record};
-use super::varint::put_uv;
 
 /// The farthest free an AllocReuse names. A reuse farther back is written with its
 /// address delta instead: on allocation-heavy code, far reuses are rare and irregular,
@@ -30,6 +30,8 @@ pub struct BlockEncoder {
     /// The block ordinal of the allocation the last FreeStep freed.
     prev_freed: u32,
     recent: RecentAddresses,
+    /// The time of the last Time record written.
+    last_time: u64,
     /// Set only to write version-2 blocks in tests.
     #[cfg(test)]
     no_back_references: bool,
@@ -132,39 +134,31 @@ impl BlockEncoder {
 
     /// The time of the records that follow, in ns since the metadata's `start_time_ns`.
     pub fn time(&mut self, ns_since_start: u64) {
-        self.buf.rare(|out| {
-            out.push(tag::TIME);
-            put_uv(out, ns_since_start);
-        });
+        self.last_time = ns_since_start;
+        self.buf.rare(|out| rare_records::time(out, ns_since_start));
+    }
+
+    /// The time of the last Time record written (0 before any): what a block cut after
+    /// it starts with.
+    pub fn last_time(&self) -> u64 {
+        self.last_time
     }
 
     /// An interned string.
     pub fn string(&mut self, id: u32, value: &str) {
-        self.buf.rare(|out| {
-            out.push(tag::STRING);
-            put_uv(out, u64::from(id));
-            put_str(out, value);
-        });
+        self.buf.rare(|out| rare_records::string(out, id, value));
     }
 
     /// A resolved frame: string ids of its filename and function name, and its line.
     pub fn frame(&mut self, id: u32, filename: u32, name: u32, line: u32) {
-        self.buf.rare(|out| {
-            out.push(tag::FRAME);
-            for value in [id, filename, name, line] {
-                put_uv(out, u64::from(value));
-            }
-        });
+        self.buf
+            .rare(|out| rare_records::frame(out, id, filename, name, line));
     }
 
     /// A stack: `parent` plus the innermost `frame`.
     pub fn stack(&mut self, id: u32, parent: u32, frame: u32) {
-        self.buf.rare(|out| {
-            out.push(tag::STACK);
-            for value in [id, parent, frame] {
-                put_uv(out, u64::from(value));
-            }
-        });
+        self.buf
+            .rare(|out| rare_records::stack(out, id, parent, frame));
     }
 
     /// A loaded module native frames refer to: its path, load bias, GNU build id and
@@ -177,26 +171,15 @@ impl BlockEncoder {
         build_id: &[u8],
         segments: &[(u64, u64)],
     ) {
-        self.buf.rare(|out| {
-            out.push(tag::MODULE);
-            put_uv(out, u64::from(id));
-            put_str(out, path);
-            put_uv(out, base);
-            put_uv(out, build_id.len() as u64);
-            out.extend_from_slice(build_id);
-            super::record::Segments::encode(segments, out);
-        });
+        self.buf
+            .rare(|out| rare_records::module(out, id, path, base, build_id, segments));
     }
 
     /// A native frame (frame id `id`): a return address at file address `offset` of
     /// `module`.
     pub fn native_frame(&mut self, id: u32, module: u32, offset: u64) {
-        self.buf.rare(|out| {
-            out.push(tag::NATIVE_FRAME);
-            put_uv(out, u64::from(id));
-            put_uv(out, u64::from(module));
-            put_uv(out, offset);
-        });
+        self.buf
+            .rare(|out| rare_records::native_frame(out, id, module, offset));
     }
 
     /// Appends a record as read back from a capture (re-encoding, tests).
@@ -239,18 +222,18 @@ impl BlockEncoder {
 
     /// A user mark.
     pub fn marker(&mut self, label: &str) {
-        self.buf.rare(|out| {
-            out.push(tag::MARKER);
-            put_str(out, label);
-        });
+        self.buf.rare(|out| rare_records::marker(out, label));
     }
 
     /// `count` events the recorder had to drop.
     pub fn dropped(&mut self, count: u64) {
-        self.buf.rare(|out| {
-            out.push(tag::DROPPED);
-            put_uv(out, count);
-        });
+        self.buf.rare(|out| rare_records::dropped(out, count));
+    }
+
+    /// Appends complete records that carry no delta state (what [`rare_records`] writes),
+    /// as they are.
+    pub(super) fn rare_bytes(&mut self, bytes: &[u8]) {
+        self.buf.rare(|out| out.extend_from_slice(bytes));
     }
 
     /// Raw bytes so far.
@@ -314,12 +297,6 @@ impl BlockEncoder {
         self.prev_freed = alloc;
         step
     }
-}
-
-/// A string: its length, then its UTF-8 bytes.
-fn put_str(out: &mut Vec<u8>, value: &str) {
-    put_uv(out, value.len() as u64);
-    out.extend_from_slice(value.as_bytes());
 }
 
 #[cfg(test)]

@@ -26,7 +26,10 @@ mod encoder;
 mod error;
 mod follow;
 mod format;
+mod journal;
+mod journal_writer;
 mod pipeline;
+mod rare_records;
 mod reader;
 mod recent_addresses;
 mod record;
@@ -45,6 +48,8 @@ pub use format::{
     BLOCK_MAGIC, FILE_MAGIC, FORMAT_VERSION, MAX_METADATA_LEN, MAX_PAYLOAD_LEN, MAX_RAW_LEN,
     OLDEST_FORMAT_VERSION,
 };
+pub use journal::Journal;
+pub use journal_writer::JournalWriter;
 pub use reader::{CaptureReader, ReadSummary};
 pub use record::{Record, Segments};
 pub use writer::{CaptureFileWriter, ZSTD_LEVEL};

@@ -1,28 +1,32 @@
 //! A capture file's records as they are recorded (docs/capture-format.md).
 //!
-//! Hooks append compact records to an in-memory block under the recorder lock (tens of
-//! nanoseconds); the flusher thread ([`crate::session::capture_session`]) swaps full
-//! blocks out and writes them, and stack resolution ([`crate::session::stack_resolution`])
-//! adds the Stack records for the stacks interned meanwhile.
+//! Hooks append fixed-size entries to a [`Journal`] under the recorder lock (three stores
+//! an event); the flusher thread ([`crate::session::capture_session`]) swaps the journal
+//! out, encodes it into blocks and writes them, and stack resolution
+//! ([`crate::session::stack_resolution`]) adds the Stack records for the stacks interned
+//! meanwhile.
 
 use std::time::Instant;
 
-use memtape_core::capture::BlockEncoder;
+use memtape_core::capture::Journal;
 use rustc_hash::FxHashMap;
 
 use super::flusher_wake::wake_flusher;
 use crate::native::unwind::loaded_modules::LoadedModule;
 
-/// Raw bytes after which the flusher is woken early (it takes the block anyway every
-/// `FLUSH_INTERVAL`, which bounds what a killed process loses). Larger blocks compress
-/// better: 1 MiB against 256 KiB made alloc_heavy's capture 7 % smaller.
-const BLOCK_TARGET: usize = 1024 * 1024;
+/// Journal entries after which the flusher is woken early (it takes the journal anyway
+/// every `FLUSH_INTERVAL`, which bounds what a killed process loses): 768 KiB of entries,
+/// about a fourth of a block.
+pub(crate) const JOURNAL_TARGET: usize = 32 * 1024;
+/// Entries a journal has room for before it grows: the target, and the events counted
+/// until the next look at it.
+pub(crate) const JOURNAL_CAPACITY: usize = JOURNAL_TARGET + 2 * CLOCK_EVERY as usize;
 /// Events between two looks at the clock (and at the block's size) in the hooks.
 const CLOCK_EVERY: u32 = 256;
 
 /// What a capture records, appended to by the hooks under the recorder lock.
 pub(crate) struct CaptureSink {
-    encoder: BlockEncoder,
+    journal: Journal,
     min_size: u64,
     /// False once stopping began: nothing more is recorded.
     accepting: bool,
@@ -30,7 +34,7 @@ pub(crate) struct CaptureSink {
     last_time_ns: u64,
     /// Events left before the next look at the clock.
     tick: u32,
-    /// The flusher was woken for the block being filled: further events leave it be (a
+    /// The flusher was woken for the journal being filled: further events leave it be (a
     /// wake-up is a system call, and each one made the flusher fight the hooks for the
     /// recorder lock).
     flusher_woken: bool,
@@ -42,7 +46,7 @@ pub(crate) struct CaptureSink {
     native_frames: FxHashMap<u64, u32>,
     /// Modules written, by `(load bias, path)`.
     modules: FxHashMap<(u64, String), u32>,
-    /// Events of the blocks taken (the encoder counts those of the block being filled).
+    /// Events of the journals taken (the journal counts its own).
     taken_events: u64,
     /// The address of the last free recorded, 0 once an allocation was recorded since.
     last_freed: u64,
@@ -51,10 +55,10 @@ pub(crate) struct CaptureSink {
 impl CaptureSink {
     /// A sink recording allocations of at least `min_size` bytes, starting now.
     pub(crate) fn new(min_size: u64) -> CaptureSink {
-        let mut encoder = BlockEncoder::new();
-        encoder.time(0);
+        let mut journal = Journal::with_capacity(JOURNAL_CAPACITY);
+        journal.time(0);
         CaptureSink {
-            encoder,
+            journal,
             min_size,
             accepting: true,
             start: Instant::now(),
@@ -83,13 +87,13 @@ impl CaptureSink {
 
     /// Events recorded so far.
     pub(crate) fn events(&self) -> u64 {
-        self.taken_events + self.encoder.events()
+        self.taken_events + self.journal.events()
     }
 
     /// Adds a marker (for diffs between moments); false once stopping began.
     pub(crate) fn mark(&mut self, label: &str) -> bool {
         if self.accepting {
-            self.encoder.marker(label);
+            self.journal.marker(label);
         }
         self.accepting
     }
@@ -110,12 +114,12 @@ impl CaptureSink {
                 Resolved::Python(file, name, line) => self.intern_frame(file, name, *line),
                 Resolved::Native(ip, module) => self.intern_native_frame(*ip, module.as_ref()),
             };
-            self.encoder.stack(*id, *parent, frame);
+            self.journal.stack(*id, *parent, frame);
         }
         self.resolved_upto = from + resolved.len();
     }
 
-    /// Counts an event; every `CLOCK_EVERY`th looks at the clock and the block's size.
+    /// Counts an event; every `CLOCK_EVERY`th looks at the clock and the journal's size.
     #[inline(always)]
     fn clock(&mut self) {
         self.tick -= 1;
@@ -125,18 +129,17 @@ impl CaptureSink {
     }
 
     /// Writes a Time record when a millisecond or more passed since the last one, and
-    /// wakes the flusher when the block is full (at most `CLOCK_EVERY` records late: a few
-    /// KiB past `BLOCK_TARGET`).
+    /// wakes the flusher when the journal is full (at most `CLOCK_EVERY` entries late).
     #[cold]
     #[inline(never)]
     fn now_and_then(&mut self) {
         self.tick = CLOCK_EVERY;
         let ns = self.start.elapsed().as_nanos() as u64;
         if ns.saturating_sub(self.last_time_ns) >= 1_000_000 {
-            self.encoder.time(ns);
+            self.journal.time(ns);
             self.last_time_ns = ns;
         }
-        if self.encoder.len() >= BLOCK_TARGET && !self.flusher_woken {
+        if self.journal.len() >= JOURNAL_TARGET && !self.flusher_woken {
             self.flusher_woken = wake_flusher();
         }
     }
@@ -149,7 +152,7 @@ impl CaptureSink {
         }
         self.clock();
         self.last_freed = 0;
-        self.encoder.alloc(domain, addr, size, stack);
+        self.journal.alloc(domain, addr, size, stack);
     }
 
     /// Records a free of a block of `size` bytes (dropped like its allocation was).
@@ -160,7 +163,7 @@ impl CaptureSink {
         }
         self.clock();
         self.last_freed = addr;
-        self.encoder.free((domain != 0).then_some(domain), addr);
+        self.journal.free((domain != 0).then_some(domain), addr);
     }
 
     /// Records a free of a block whose size is not known here (the recorder keeps no live
@@ -179,22 +182,24 @@ impl CaptureSink {
         }
         self.clock();
         self.last_freed = addr;
-        self.encoder.free((domain != 0).then_some(domain), addr);
+        self.journal.free((domain != 0).then_some(domain), addr);
     }
 
-    /// The records appended since the last call (None: none), starting the next block
-    /// with the time.
-    pub(crate) fn take_block(&mut self) -> Option<Vec<u8>> {
-        if self.encoder.is_empty() {
-            return None;
+    /// Hands the entries appended since the last call to the flusher: swaps them with
+    /// `spare` (empty), and starts the next journal with the time. False (and `spare`
+    /// left as it is) when there were none.
+    pub(crate) fn take_journal(&mut self, spare: &mut Journal) -> bool {
+        if self.journal.is_empty() {
+            return false;
         }
-        self.taken_events += self.encoder.events();
-        let block = self.encoder.take();
+        debug_assert!(spare.is_empty());
+        self.taken_events += self.journal.events();
+        std::mem::swap(&mut self.journal, spare);
         self.flusher_woken = false;
         let ns = self.start.elapsed().as_nanos() as u64;
-        self.encoder.time(ns);
+        self.journal.time(ns);
         self.last_time_ns = ns;
-        Some(block)
+        true
     }
 
     fn intern_string(&mut self, value: &str) -> u32 {
@@ -202,7 +207,7 @@ impl CaptureSink {
             return *id;
         }
         let id = self.strings.len() as u32 + 1;
-        self.encoder.string(id, value);
+        self.journal.string(id, value);
         self.strings.insert(value.to_owned(), id);
         id
     }
@@ -217,7 +222,7 @@ impl CaptureSink {
             return *id;
         }
         let id = self.next_frame_id();
-        self.encoder.frame(id, key.0, key.1, key.2);
+        self.journal.frame(id, key.0, key.1, key.2);
         self.frames.insert(key, id);
         id
     }
@@ -235,7 +240,7 @@ impl CaptureSink {
             None => (0, ip),
         };
         let id = self.next_frame_id();
-        self.encoder.native_frame(id, module_id, offset);
+        self.journal.native_frame(id, module_id, offset);
         self.native_frames.insert(ip, id);
         id
     }
@@ -247,7 +252,7 @@ impl CaptureSink {
         }
         let id = self.modules.len() as u32 + 1;
         let segments: Vec<(u64, u64)> = m.segments.iter().map(|s| (s.0, s.1)).collect();
-        self.encoder
+        self.journal
             .module(id, &m.path, m.base, &m.build_id, &segments);
         self.modules.insert(key, id);
         id
@@ -267,28 +272,36 @@ mod tests {
     use super::*;
     use crate::sinks::flusher_wake::posted;
 
-    /// Allocations of 64 bytes at distinct addresses until the block being filled holds
-    /// at least `BLOCK_TARGET` bytes, plus `extra` more.
-    fn fill(sink: &mut CaptureSink, next: &mut u64, extra: usize) {
-        while sink.encoder.len() < BLOCK_TARGET {
+    /// Allocations of 64 bytes at distinct addresses until the journal holds
+    /// `JOURNAL_TARGET` entries, then `extra` more; returns how many.
+    fn fill(sink: &mut CaptureSink, next: &mut u64, extra: usize) -> u64 {
+        let mut made = 0;
+        let mut alloc = |sink: &mut CaptureSink| {
             sink.alloc(0, *next, 64, 1);
             *next += 0x1_0000;
+            made += 1;
+        };
+        while sink.journal.len() < JOURNAL_TARGET {
+            alloc(sink);
         }
         for _ in 0..extra {
-            sink.alloc(0, *next, 64, 1);
-            *next += 0x1_0000;
+            alloc(sink);
         }
+        made
     }
 
     #[test]
-    fn a_full_block_wakes_the_flusher_once() {
+    fn a_full_journal_wakes_the_flusher_once() {
         let mut sink = CaptureSink::new(0);
         let mut next = 0x10_0000;
         let before = posted();
-        fill(&mut sink, &mut next, 10_000);
-        assert_eq!(posted() - before, 1, "one wake-up per full block");
-        assert!(sink.take_block().is_some());
-        fill(&mut sink, &mut next, 10_000);
-        assert_eq!(posted() - before, 2, "the next block wakes it again");
+        let first = fill(&mut sink, &mut next, 10_000);
+        assert_eq!(posted() - before, 1, "one wake-up per full journal");
+        let mut spare = Journal::default();
+        assert!(sink.take_journal(&mut spare));
+        assert_eq!(spare.events(), first);
+        let second = fill(&mut sink, &mut next, 10_000);
+        assert_eq!(posted() - before, 2, "the next journal wakes it again");
+        assert_eq!(sink.events(), first + second);
     }
 }

@@ -1,0 +1,162 @@
+//! [`JournalWriter`]: the flusher's half of a capture. It encodes the [`Journal`]s the
+//! recording threads fill into blocks of about a target size and writes them with a
+//! [`CaptureFileWriter`].
+
+use std::io::{self, Write};
+
+use super::encoder::BlockEncoder;
+use super::journal::Journal;
+use super::writer::CaptureFileWriter;
+
+/// Encodes journals, in the order given, into blocks of `block_target` raw bytes (one
+/// record more at most), each starting with a Time record, and writes each full block.
+/// The block being filled is written by [`flush_block`](Self::flush_block), and last by
+/// [`finish`](Self::finish).
+pub struct JournalWriter<W: Write> {
+    file: CaptureFileWriter<W>,
+    encoder: BlockEncoder,
+    block_target: usize,
+}
+
+impl<W: Write> JournalWriter<W> {
+    /// Writes blocks of about `block_target` raw bytes to `file`.
+    pub fn new(file: CaptureFileWriter<W>, block_target: usize) -> Self {
+        JournalWriter {
+            file,
+            encoder: BlockEncoder::with_capacity(block_target + block_target / 8),
+            block_target: block_target.max(1),
+        }
+    }
+
+    /// Encodes `journal`, writing each block that reaches the target on the way.
+    pub fn add(&mut self, journal: &Journal) -> io::Result<()> {
+        let mut at = 0;
+        while at < journal.len() {
+            if self.encoder.is_empty() && !journal.is_time(at) {
+                // The spec wants a Time record at the start of every block.
+                self.encoder.time(self.encoder.last_time());
+            }
+            at = journal.encode_into(&mut self.encoder, at, self.block_target);
+            if self.encoder.len() >= self.block_target {
+                self.flush_block()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the block being filled holds records not yet written.
+    pub fn holds_records(&self) -> bool {
+        !self.encoder.is_empty()
+    }
+
+    /// Writes the block being filled, if it holds any record.
+    pub fn flush_block(&mut self) -> io::Result<()> {
+        if self.encoder.is_empty() {
+            return Ok(());
+        }
+        let written = self.file.write_block(self.encoder.as_bytes());
+        self.encoder.clear();
+        written
+    }
+
+    /// Bytes written so far: the header and the blocks written.
+    pub fn bytes_written(&self) -> u64 {
+        self.file.bytes_written()
+    }
+
+    /// Writes the block being filled, then the trailer; returns the output.
+    pub fn finish(mut self, trailer_json: &str) -> io::Result<W> {
+        self.flush_block()?;
+        self.file.finish(trailer_json)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{CaptureReader, Record};
+    use super::*;
+
+    fn journal_of(first: u64, n: u64, time: u64) -> Journal {
+        let mut journal = Journal::default();
+        journal.time(time);
+        for i in first..first + n {
+            journal.alloc(0, 0x1000 + 16 * (i % 512), 32 + i % 64, (i % 7) as u32);
+            journal.free(None, 0x1000 + 16 * ((i * 7) % 512));
+        }
+        journal.marker("m");
+        journal
+    }
+
+    /// Every record but the Time records, each with the time in force at it.
+    fn timed(records: &[String]) -> Vec<(String, String)> {
+        let mut now = String::new();
+        let mut out = Vec::new();
+        for r in records {
+            if r.starts_with("Time") {
+                now = r.clone();
+            } else {
+                out.push((now.clone(), r.clone()));
+            }
+        }
+        out
+    }
+
+    /// Every record read back, as text, and the blocks' count.
+    fn read_back(bytes: &[u8]) -> (Vec<String>, u64) {
+        let mut reader = CaptureReader::new(bytes).expect("a capture");
+        let mut seen = Vec::new();
+        let summary = reader
+            .for_each_record(|record: Record<'_>| seen.push(format!("{record:?}")))
+            .expect("readable");
+        assert!(summary.complete);
+        (seen, summary.blocks)
+    }
+
+    #[test]
+    fn journals_become_blocks_of_the_target_each_with_a_time_first() {
+        let journals: Vec<Journal> = (0..4)
+            .map(|k| journal_of(k * 5000, 5000, 1000 * k))
+            .collect();
+        let file = CaptureFileWriter::new(Vec::new(), "{}").unwrap();
+        let mut writer = JournalWriter::new(file, 8192);
+        for journal in &journals {
+            writer.add(journal).unwrap();
+        }
+        let file = writer.finish("{}").unwrap();
+
+        let mut direct = BlockEncoder::new();
+        for journal in &journals {
+            journal.encode_into(&mut direct, 0, usize::MAX);
+        }
+        let mut expected = Vec::new();
+        super::super::tests_support::decode(direct.as_bytes(), |r| expected.push(format!("{r:?}")));
+        let (seen, blocks) = read_back(&file);
+        assert!(blocks >= 8, "{blocks} blocks of about 8 KiB");
+        assert_eq!(timed(&seen), timed(&expected));
+    }
+
+    #[test]
+    fn flush_block_writes_what_is_held_and_nothing_twice() {
+        let mut writer =
+            JournalWriter::new(CaptureFileWriter::new(Vec::new(), "{}").unwrap(), 1 << 20);
+        writer.add(&journal_of(0, 10, 5)).unwrap();
+        assert!(writer.holds_records());
+        let before = writer.bytes_written();
+        writer.flush_block().unwrap();
+        assert!(writer.bytes_written() > before);
+        assert!(!writer.holds_records());
+        let after = writer.bytes_written();
+        writer.flush_block().unwrap();
+        assert_eq!(
+            writer.bytes_written(),
+            after,
+            "an empty block is not written"
+        );
+        writer.add(&Journal::default()).unwrap();
+        assert!(!writer.holds_records());
+        let file = writer.finish("{}").unwrap();
+        let (seen, blocks) = read_back(&file);
+        assert_eq!(blocks, 1);
+        assert_eq!(seen.len(), 1 + 20 + 1, "{seen:?}");
+    }
+}

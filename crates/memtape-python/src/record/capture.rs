@@ -115,7 +115,14 @@ impl ThreadCapture {
                 // What the general path interns when the walk reaches the unchanged chain
                 // right past the innermost frame.
                 let parent = if n >= 2 { self.ids[n - 2] } else { EMPTY_STACK };
-                let id = rec.intern_frame(parent, frame.code, frame.lasti)?;
+                let id = match self.moved.get(parent, frame) {
+                    Some(id) => id,
+                    None => {
+                        let id = rec.intern_frame(parent, frame.code, frame.lasti)?;
+                        self.moved.put(parent, frame, id);
+                        id
+                    }
+                };
                 self.frames[n - 1] = frame;
                 self.ids[n - 1] = id;
                 self.last_innermost = Some(innermost);
@@ -138,6 +145,7 @@ impl ThreadCapture {
         if self.generation != rec.generation {
             // The frames stay valid (they are what is on the stack); their ids do not.
             self.ids.clear();
+            self.moved.clear();
             self.generation = rec.generation;
         }
         let n = self.walked.len();

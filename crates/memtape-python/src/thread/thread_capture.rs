@@ -17,6 +17,50 @@ pub(crate) const NATIVE_FRAMES: usize = 64;
 /// `MAX_CUTS`; checked by type the same way).
 pub(crate) const CUTS: usize = 16;
 
+/// Entries of [`MovedIds`] (a power of two).
+const MOVED_IDS: usize = 16;
+
+/// The stack ids a thread's innermost frame took at its recent positions: a loop's
+/// allocations move the innermost frame between a few instructions under the same
+/// callers, and each move costs a lookup in the recorder's stack table (about 80
+/// instructions); one here costs a few. Keyed by the parent id and the frame; ids are the
+/// recorder's, valid while the thread's `generation` is (cleared when it changes).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MovedIds {
+    /// `(parent, frame, id)`; a null code is an empty entry.
+    entries: [(StackId, RawFrame, StackId); MOVED_IDS],
+}
+
+impl MovedIds {
+    const EMPTY: MovedIds = MovedIds {
+        entries: [(EMPTY_STACK, RawFrame { code: 0, lasti: 0 }, EMPTY_STACK); MOVED_IDS],
+    };
+
+    #[inline(always)]
+    fn slot(parent: StackId, frame: RawFrame) -> usize {
+        let mixed = (frame.lasti as u32 ^ parent.rotate_left(16)).wrapping_mul(0x9e37_79b1);
+        (mixed >> (32 - MOVED_IDS.trailing_zeros())) as usize
+    }
+
+    /// The id of `frame` under `parent`, when remembered.
+    #[inline(always)]
+    pub(crate) fn get(&self, parent: StackId, frame: RawFrame) -> Option<StackId> {
+        let (p, f, id) = self.entries[Self::slot(parent, frame)];
+        (p == parent && f == frame && f.code != 0).then_some(id)
+    }
+
+    /// Remembers `id` for `frame` under `parent`.
+    #[inline(always)]
+    pub(crate) fn put(&mut self, parent: StackId, frame: RawFrame, id: StackId) {
+        self.entries[Self::slot(parent, frame)] = (parent, frame, id);
+    }
+
+    /// Forgets every id (another recorder generation).
+    pub(crate) fn clear(&mut self) {
+        *self = Self::EMPTY;
+    }
+}
+
 /// One thread's capture cache (lives in the thread's [`HookThread`]).
 pub(crate) struct ThreadCapture {
     /// Scratch: the frames just walked, innermost first.
@@ -26,6 +70,8 @@ pub(crate) struct ThreadCapture {
     pub(crate) ids: Vec<StackId>,
     /// The recorder generation the ids belong to.
     pub(crate) generation: u64,
+    /// Ids of the innermost frame's recent positions (of `generation`).
+    pub(crate) moved: MovedIds,
     /// What the last walk found (see [`frames::Walk`]).
     pub(crate) outcome: frames::Walk,
     /// The physical frame chain behind `frames` (outermost first), for the next walk to
@@ -67,6 +113,7 @@ impl ThreadCapture {
         frames: Vec::new(),
         ids: Vec::new(),
         generation: u64::MAX,
+        moved: MovedIds::EMPTY,
         outcome: frames::Walk {
             same: None,
             reused: None,
@@ -87,4 +134,38 @@ impl ThreadCapture {
         prev_native_base: EMPTY_STACK,
         prev_native_generation: u64::MAX,
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moved_ids_hold_what_was_put_and_only_that() {
+        let mut moved = MovedIds::EMPTY;
+        let f = |lasti| RawFrame {
+            code: 0x1000,
+            lasti,
+        };
+        assert_eq!(moved.get(EMPTY_STACK, RawFrame { code: 0, lasti: 0 }), None);
+        moved.put(3, f(10), 7);
+        assert_eq!(moved.get(3, f(10)), Some(7));
+        assert_eq!(moved.get(4, f(10)), None, "another parent");
+        assert_eq!(moved.get(3, f(12)), None, "another instruction");
+        let other = RawFrame {
+            code: 0x2000,
+            lasti: 10,
+        };
+        assert_eq!(moved.get(3, other), None, "another code object");
+        // A colliding position replaces the entry.
+        let collides = (0..)
+            .map(f)
+            .find(|&g| g != f(10) && MovedIds::slot(3, g) == MovedIds::slot(3, f(10)))
+            .expect("a collision");
+        moved.put(3, collides, 9);
+        assert_eq!(moved.get(3, f(10)), None);
+        assert_eq!(moved.get(3, collides), Some(9));
+        moved.clear();
+        assert_eq!(moved.get(3, collides), None);
+    }
 }

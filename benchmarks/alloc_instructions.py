@@ -6,8 +6,8 @@ memtape's at 25, a capture (what ``memtape run --no-native-heap`` records) and
 default untraced, memtape25 and the capture. Each row is the instructions of
 ``alloc_heavy.main(rows=N, rounds=1)`` less those of a run with no rows (start-up, imports
 and the tracer's start and stop drop out), and the ratio over untraced; then the same of
-the program's own thread (memtape's flusher encodes and compresses a capture on a thread
-of its own).
+the program's own thread, less a capture's stop (memtape's flusher encodes and compresses
+a capture on a thread of its own; see ``program_thread_instructions``).
 
 Usage: python benchmarks/alloc_instructions.py [--rows N] [--configs A,B] [--keep DIR]
        (``--keep`` writes each run's callgrind file there, for callgrind_annotate)

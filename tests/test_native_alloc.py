@@ -162,6 +162,39 @@ print(json.dumps({"hooked": during != libc_malloc, "restored": after == libc_mal
     assert "of memory allocated before tracing started" in ok(memtape("stats", capture)).stdout
 
 
+@pytest.mark.parametrize("allocator", ["pymalloc", "malloc", "pymalloc_debug", "malloc_debug"])
+def test_python_heap_churn_is_never_a_native_free(tmp_path: Path, allocator: str) -> None:
+    # Under pymalloc the Python hooks' frees are not marked for the native hooks: a block
+    # too large for pymalloc reaches libc through the RAW hook, an empty arena through the
+    # wrapped arena allocator. Under any other allocator they are marked. Either way no
+    # Python free may reach the native hooks as a free they never saw allocated, and no
+    # arena may become a native mapping.
+    script = write_program(
+        tmp_path / "churn.py",
+        API_RUN
+        + """
+import sys
+start(sys.argv[1])
+before = counters()
+for round in range(20):
+    small = [[i] for i in range(100_000)]          # new arenas, all released below
+    large = [bytearray(4000) for _ in range(300)]  # past pymalloc's pools: PyMem_RawMalloc
+    text = [str(i) * 50 for i in range(2000)]
+    del small, large, text
+after = counters()
+_native._stop_capture()
+print(json.dumps({"before": before, "after": after}))
+""",
+    )
+    env = {"PYTHONMALLOC": allocator}
+    result = ok(python(script, str(tmp_path / "churn.mtape"), env=env))
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    before, after = report["before"], report["after"]
+    assert after["unknown"] - before["unknown"] < 20, report
+    # 20 rounds of 100,000 lists would leave megabytes of arenas as native mappings.
+    assert after["live"] - before["live"] < 1 << 20, report
+
+
 def test_decimal_allocator_pointer_is_left_alone(tmp_path: Path) -> None:
     # _decimal points libmpdec's allocator at PyMem_Malloc at run time (a data
     # relocation): overwriting it makes frees of older Decimals abort (memray 1.20).

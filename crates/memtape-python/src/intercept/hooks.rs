@@ -16,6 +16,7 @@ use crate::cpython::thread_state;
 use crate::intercept::heap_record::{
     attribution, free_recording, record_alloc, record_free, recording_thread,
 };
+use crate::intercept::pymalloc_beneath;
 use crate::record::recorder::{hooks_active, Recorder, HEAP_EVENTS, RECORDER};
 use crate::record::repeat_alloc::record_repeat_alloc;
 use crate::record::spin_lock::SpinGuard;
@@ -217,7 +218,9 @@ extern "C" fn hook_free(ctx: *mut c_void, block: *mut c_void) {
 /// Frees `block` with the allocator beneath hook `ctx`: a jump, unless native hooks run.
 #[inline(always)]
 fn forward_free(ctx: *mut c_void, block: *mut c_void) {
-    if crate::record::native_state::ACTIVE.load(Ordering::Relaxed) {
+    if crate::record::native_state::ACTIVE.load(Ordering::Relaxed)
+        && !(slot(ctx).gil_held && pymalloc_beneath::frees_stay_in_python())
+    {
         return forward_free_beneath(ctx, block);
     }
     let w = wrapped(slot(ctx));
@@ -291,10 +294,11 @@ fn is_ours(a: &PyMemAllocatorEx, s: &'static HookSlot) -> bool {
 }
 
 /// Installs the hooks on every domain where they are not installed yet.
-pub(crate) fn install(_py: pyo3::Python<'_>) {
+pub(crate) fn install(py: pyo3::Python<'_>) {
+    pymalloc_beneath::install(py, any_installed());
     for s in &SLOTS {
         let mut current = EMPTY_ALLOCATOR;
-        // SAFETY: the GIL is held (proved by `_py`), as PEP 445 requires for get/set.
+        // SAFETY: the GIL is held (proved by `py`), as PEP 445 requires for get/set.
         unsafe { ffi::PyMem_GetAllocator(s.domain, &mut current) };
         if s.installed.load(Ordering::Acquire) || is_ours(&current, s) {
             // Still in the chain since a stop that could not unwrap: re-wrapping would
@@ -320,10 +324,10 @@ pub(crate) fn install(_py: pyo3::Python<'_>) {
 /// Removes the hooks where they are still the outermost allocator. Where someone wrapped
 /// them since (another tracer), they stay installed and only forward, since unwrapping
 /// would cut that tracer off.
-pub(crate) fn uninstall(_py: pyo3::Python<'_>) {
+pub(crate) fn uninstall(py: pyo3::Python<'_>) {
     for s in &SLOTS {
         let mut current = EMPTY_ALLOCATOR;
-        // SAFETY: GIL held (proved by `_py`).
+        // SAFETY: GIL held (proved by `py`).
         unsafe { ffi::PyMem_GetAllocator(s.domain, &mut current) };
         if is_ours(&current, s) {
             let mut original = *wrapped(s);
@@ -332,4 +336,10 @@ pub(crate) fn uninstall(_py: pyo3::Python<'_>) {
             s.installed.store(false, Ordering::Release);
         }
     }
+    pymalloc_beneath::uninstall(py, any_installed());
+}
+
+/// Whether our hooks are in some domain's chain.
+fn any_installed() -> bool {
+    SLOTS.iter().any(|s| s.installed.load(Ordering::Acquire))
 }

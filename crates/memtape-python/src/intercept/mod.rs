@@ -5,4 +5,5 @@
 pub(crate) mod heap_record;
 pub(crate) mod hooks;
 pub(crate) mod numpy_handler;
+pub(crate) mod pymalloc_beneath;
 pub(crate) mod ref_tracer;

@@ -10,12 +10,15 @@ compared with the stack Python itself reports at the allocating line.
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import FrameType
 
 import memtape.tracemalloc as tm
+from child_python import run_python
 
 Stack = list[tuple[str, int]]
 
@@ -355,3 +358,55 @@ def test_an_allocation_before_the_first_traceable_instruction_of_a_new_frame() -
     # The stdlib leaves the incomplete frame out: the innermost line is the caller's.
     code = closures_at_one_call_site.__code__
     assert {tb[-1] for tb in expected} == {(code.co_filename, code.co_firstlineno + 6)}
+
+
+MODULE_LEVEL = """
+import json, sys
+import memtape.tracemalloc as tm
+
+def stack(frame):
+    out = []
+    while frame is not None:
+        out.append((frame.f_code.co_filename, frame.f_lineno))
+        frame = frame.f_back
+    return out[::-1]
+
+def inner(size):
+    return bytes(size), stack(sys._getframe())
+
+blocks, expected = [], {}
+size = 100_003
+tm.start(25)
+for i in range(400):
+    size += 8; b = bytes(size); expected[sys.getsizeof(b)] = stack(sys._getframe())
+    blocks.append(b)
+    size += 8
+    if i % 3 == 0:
+        b, s = inner(size); expected[sys.getsizeof(b)] = s
+    elif i % 3 == 1:
+        b = bytes(size); expected[sys.getsizeof(b)] = stack(sys._getframe())
+    else:
+        exec("b = bytes(size); expected[sys.getsizeof(b)] = stack(sys._getframe())")
+    blocks.append(b)
+    small = [[j] for j in range(8)]  # other module-level lines allocate in between
+    size += 8; b = bytes(size); expected[sys.getsizeof(b)] = stack(sys._getframe())
+    blocks.append(b)
+snapshot = tm.take_snapshot()
+tm.stop()
+seen = {t.size: [[f.filename, f.lineno] for f in t.traceback] for t in snapshot.traces}
+print(json.dumps([[seen.get(size), [list(f) for f in s]] for size, s in expected.items()]))
+"""
+
+
+def test_module_level_code_of_a_script(tmp_path: Path) -> None:
+    """A script's module frame has no caller (3.11: a null `previous`): its allocations
+    take the repeat path with nothing behind the frame to verify, and stay exact as the
+    line moves, as calls and exec() frames come and go above it."""
+    script = tmp_path / "module_level.py"
+    script.write_text(MODULE_LEVEL, encoding="utf-8")
+    result = run_python([str(script)])
+    assert result.returncode == 0, result.stderr
+    pairs = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(pairs) == 1200
+    for got, want in pairs:
+        assert got == want

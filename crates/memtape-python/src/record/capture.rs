@@ -231,7 +231,14 @@ impl ThreadCapture {
         let (same, innermost) = match std::mem::replace(&mut self.found, frames::Innermost::Changed)
         {
             frames::Innermost::Unchanged => match self.last_innermost {
-                Some(last) => (self.frames.len(), last),
+                Some(last) => {
+                    if self.chain.is_empty() {
+                        // No chain to reuse (a frame with no caller): the walk is the
+                        // whole stack, the same as before.
+                        self.walked.extend(self.frames.iter().rev());
+                    }
+                    (self.frames.len(), last)
+                }
                 None => return,
             },
             frames::Innermost::Moved(frame, innermost) => {
@@ -270,10 +277,11 @@ impl ThreadCapture {
         debug_assert!(count as usize <= self.frames.len());
         // `frames` now holds the whole stack; the chain describes the innermost frame's
         // callers when it ends at that frame's caller.
+        // (An empty chain describes the callers of a frame that has none.)
         self.last_innermost = self
             .outcome
             .innermost
-            .filter(|f| self.chain.last().is_some_and(|c| c.addr == f.caller));
+            .filter(|f| self.chain.last().map_or(0, |c| c.addr) == f.caller);
     }
 
     fn last_id(&self, rec: &Recorder) -> StackId {

@@ -193,7 +193,7 @@ unsafe fn chain_unchanged(chain: &[ChainFrame], p: usize) -> bool {
 
 /// How `tstate`'s stack relates to the one walked last, judged from its innermost
 /// physical frame and `chain` (whose innermost entry is that frame's caller, see
-/// [`chain_unchanged`]).
+/// [`chain_unchanged`]; empty when that frame has no caller).
 ///
 /// The same frame address, caller and instruction pointer, with the chain unchanged, is
 /// the same stack: an equal instruction pointer means the same code object at the same
@@ -217,9 +217,6 @@ pub(crate) unsafe fn innermost_state(
     if tstate.is_null() {
         return Innermost::Changed;
     }
-    let Some(p) = chain.len().checked_sub(1) else {
-        return Innermost::Changed;
-    };
     let l = &LAYOUT;
     // SAFETY: the caller's live thread state of this thread, whose frames cannot change
     // while we read them (see `walk`); `frame` is its current innermost frame, and
@@ -232,18 +229,26 @@ pub(crate) unsafe fn innermost_state(
         }
         let (instr, caller): (usize, usize) =
             (read(frame, l.frame_instr), read(frame, l.frame_previous));
-        if caller != last.caller || chain[p].addr != caller {
+        // The frames behind it: none when it has no caller (3.11's module frame: its
+        // `previous` is null), else the chain, which ends at its caller.
+        let p = chain.len().checked_sub(1);
+        let chain_at_caller = match p {
+            Some(p) => chain[p].addr == caller,
+            None => caller == 0,
+        };
+        if caller != last.caller || !chain_at_caller {
             return Innermost::Changed;
         }
+        let behind_unchanged = || p.map_or(true, |p| chain_unchanged(chain, p));
         if instr == last.instr {
-            return if chain_unchanged(chain, p) {
+            return if behind_unchanged() {
                 Innermost::Unchanged
             } else {
                 Innermost::Changed
             };
         }
         let code: usize = read(frame, l.frame_code);
-        if code != last.code || instr < last.complete_from || !chain_unchanged(chain, p) {
+        if code != last.code || instr < last.complete_from || !behind_unchanged() {
             return Innermost::Changed;
         }
         let raw = RawFrame {

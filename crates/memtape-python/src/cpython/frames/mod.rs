@@ -239,16 +239,18 @@ pub(crate) unsafe fn innermost_state(
         if caller != last.caller || !chain_at_caller {
             return Innermost::Changed;
         }
-        let behind_unchanged = || p.map_or(true, |p| chain_unchanged(chain, p));
+        let behind_unchanged = match p {
+            Some(p) => chain_unchanged(chain, p),
+            None => true,
+        };
+        if !behind_unchanged {
+            return Innermost::Changed;
+        }
         if instr == last.instr {
-            return if behind_unchanged() {
-                Innermost::Unchanged
-            } else {
-                Innermost::Changed
-            };
+            return Innermost::Unchanged;
         }
         let code: usize = read(frame, l.frame_code);
-        if code != last.code || instr < last.complete_from || !behind_unchanged() {
+        if code != last.code || instr < last.complete_from {
             return Innermost::Changed;
         }
         let raw = RawFrame {

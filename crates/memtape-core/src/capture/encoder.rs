@@ -1,7 +1,7 @@
 //! [`BlockEncoder`]: appends records to a raw block.
 
 use super::block_buffer::BlockBuffer;
-use super::rare_records;
+use super::rare_records::{self, RareRecords};
 use super::recent_addresses::RecentAddresses;
 use super::record::{tag, Record};
 
@@ -144,44 +144,6 @@ impl BlockEncoder {
         self.last_time
     }
 
-    /// An interned string.
-    pub fn string(&mut self, id: u32, value: &str) {
-        self.buf.rare(|out| rare_records::string(out, id, value));
-    }
-
-    /// A resolved frame: string ids of its filename and function name, and its line.
-    pub fn frame(&mut self, id: u32, filename: u32, name: u32, line: u32) {
-        self.buf
-            .rare(|out| rare_records::frame(out, id, filename, name, line));
-    }
-
-    /// A stack: `parent` plus the innermost `frame`.
-    pub fn stack(&mut self, id: u32, parent: u32, frame: u32) {
-        self.buf
-            .rare(|out| rare_records::stack(out, id, parent, frame));
-    }
-
-    /// A loaded module native frames refer to: its path, load bias, GNU build id and
-    /// `PT_LOAD` segments (file address, size).
-    pub fn module(
-        &mut self,
-        id: u32,
-        path: &str,
-        base: u64,
-        build_id: &[u8],
-        segments: &[(u64, u64)],
-    ) {
-        self.buf
-            .rare(|out| rare_records::module(out, id, path, base, build_id, segments));
-    }
-
-    /// A native frame (frame id `id`): a return address at file address `offset` of
-    /// `module`.
-    pub fn native_frame(&mut self, id: u32, module: u32, offset: u64) {
-        self.buf
-            .rare(|out| rare_records::native_frame(out, id, module, offset));
-    }
-
     /// Appends a record as read back from a capture (re-encoding, tests).
     pub fn record(&mut self, record: &Record<'_>) {
         match *record {
@@ -218,16 +180,6 @@ impl BlockEncoder {
             ),
             Record::NativeFrame { id, module, offset } => self.native_frame(id, module, offset),
         }
-    }
-
-    /// A user mark.
-    pub fn marker(&mut self, label: &str) {
-        self.buf.rare(|out| rare_records::marker(out, label));
-    }
-
-    /// `count` events the recorder had to drop.
-    pub fn dropped(&mut self, count: u64) {
-        self.buf.rare(|out| rare_records::dropped(out, count));
     }
 
     /// Appends complete records that carry no delta state (what [`rare_records`] writes),
@@ -296,6 +248,12 @@ impl BlockEncoder {
         let step = i64::from(alloc) - i64::from(self.prev_freed);
         self.prev_freed = alloc;
         step
+    }
+}
+
+impl RareRecords for BlockEncoder {
+    fn append_rare<F: FnOnce(&mut Vec<u8>)>(&mut self, write: F) {
+        self.buf.rare(write);
     }
 }
 

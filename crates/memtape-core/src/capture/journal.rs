@@ -12,7 +12,7 @@
 //! (they carry no delta state) and an entry points at their bytes.
 
 use super::encoder::BlockEncoder;
-use super::rare_records;
+use super::rare_records::RareRecords;
 
 /// `Entry::size` of a free without a domain.
 const FREE: u64 = u64::MAX;
@@ -84,7 +84,7 @@ impl Journal {
     }
 
     /// Appends rare records written by `write` into the side buffer.
-    fn rare(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+    fn rare_entry(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
         let start = self.rare.len();
         write(&mut self.rare);
         let len = u32::try_from(self.rare.len() - start).unwrap_or(u32::MAX);
@@ -106,50 +106,6 @@ impl Journal {
             domain: 0,
         });
         self.rare_entries += 1;
-    }
-
-    /// An interned string.
-    pub fn string(&mut self, id: u32, value: &str) {
-        self.rare(|out| rare_records::string(out, id, value));
-    }
-
-    /// A resolved frame: string ids of its filename and function name, and its line.
-    pub fn frame(&mut self, id: u32, filename: u32, name: u32, line: u32) {
-        self.rare(|out| rare_records::frame(out, id, filename, name, line));
-    }
-
-    /// A stack: `parent` plus the innermost `frame`.
-    pub fn stack(&mut self, id: u32, parent: u32, frame: u32) {
-        self.rare(|out| rare_records::stack(out, id, parent, frame));
-    }
-
-    /// A loaded module native frames refer to: its path, load bias, GNU build id and
-    /// `PT_LOAD` segments (file address, size).
-    pub fn module(
-        &mut self,
-        id: u32,
-        path: &str,
-        base: u64,
-        build_id: &[u8],
-        segments: &[(u64, u64)],
-    ) {
-        self.rare(|out| rare_records::module(out, id, path, base, build_id, segments));
-    }
-
-    /// A native frame (frame id `id`): a return address at file address `offset` of
-    /// `module`.
-    pub fn native_frame(&mut self, id: u32, module: u32, offset: u64) {
-        self.rare(|out| rare_records::native_frame(out, id, module, offset));
-    }
-
-    /// A user mark.
-    pub fn marker(&mut self, label: &str) {
-        self.rare(|out| rare_records::marker(out, label));
-    }
-
-    /// `count` events the recorder had to drop.
-    pub fn dropped(&mut self, count: u64) {
-        self.rare(|out| rare_records::dropped(out, count));
     }
 
     /// Entries so far (events, and runs of other records).
@@ -207,6 +163,12 @@ impl Journal {
             at += 1;
         }
         at
+    }
+}
+
+impl RareRecords for Journal {
+    fn append_rare<F: FnOnce(&mut Vec<u8>)>(&mut self, write: F) {
+        self.rare_entry(write);
     }
 }
 

@@ -73,7 +73,7 @@ impl<W: Write> JournalWriter<W> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{CaptureReader, Record};
+    use super::super::{CaptureReader, RareRecords, Record};
     use super::*;
 
     fn journal_of(first: u64, n: u64, time: u64) -> Journal {

@@ -50,6 +50,7 @@ pub use format::{
 };
 pub use journal::Journal;
 pub use journal_writer::JournalWriter;
+pub use rare_records::RareRecords;
 pub use reader::{CaptureReader, ReadSummary};
 pub use record::{Record, Segments};
 pub use writer::{CaptureFileWriter, ZSTD_LEVEL};

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use memtape_core::capture::Journal;
+use memtape_core::capture::{Journal, RareRecords};
 use rustc_hash::FxHashMap;
 
 use super::flusher_wake::wake_flusher;

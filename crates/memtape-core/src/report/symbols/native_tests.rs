@@ -1,7 +1,7 @@
 //! Tests of [`symbols`](super).
 
 use super::*;
-use crate::capture::{BlockEncoder, Record as Rec};
+use crate::capture::{BlockEncoder, RareRecords, Record as Rec};
 
 #[test]
 fn native_frames_of_a_missing_module_read_as_module_and_offset() {

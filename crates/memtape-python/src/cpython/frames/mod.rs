@@ -229,19 +229,14 @@ pub(crate) unsafe fn innermost_state(
         }
         let (instr, caller): (usize, usize) =
             (read(frame, l.frame_instr), read(frame, l.frame_previous));
-        // The frames behind it: none when it has no caller (3.11's module frame: its
-        // `previous` is null), else the chain, which ends at its caller.
-        let p = chain.len().checked_sub(1);
-        let chain_at_caller = match p {
-            Some(p) => chain[p].addr == caller,
-            None => caller == 0,
-        };
-        if caller != last.caller || !chain_at_caller {
+        if caller != last.caller {
             return Innermost::Changed;
         }
-        let behind_unchanged = match p {
-            Some(p) => chain_unchanged(chain, p),
-            None => true,
+        // The frames behind it: none when it has no caller (3.11's module frame: its
+        // `previous` is null), else the chain, which ends at its caller.
+        let behind_unchanged = match chain.len().checked_sub(1) {
+            Some(p) => chain[p].addr == caller && chain_unchanged(chain, p),
+            None => caller == 0,
         };
         if !behind_unchanged {
             return Innermost::Changed;

@@ -182,12 +182,6 @@ impl BlockEncoder {
         }
     }
 
-    /// Appends complete records that carry no delta state (what [`rare_records`] writes),
-    /// as they are.
-    pub(super) fn rare_bytes(&mut self, bytes: &[u8]) {
-        self.buf.rare(|out| out.extend_from_slice(bytes));
-    }
-
     /// Raw bytes so far.
     #[inline]
     pub fn len(&self) -> usize {

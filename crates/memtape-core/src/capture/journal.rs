@@ -32,7 +32,7 @@ const MAX_SIZE: u64 = TIME - 1;
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     addr: u64,
-    /// The allocation's size, or [`FREE`], [`FREE_IN_DOMAIN`] or [`RARE`].
+    /// The allocation's size, or [`FREE`], [`FREE_IN_DOMAIN`], [`RARE`] or [`TIME`].
     size: u64,
     stack: u32,
     domain: u32,
@@ -81,20 +81,6 @@ impl Journal {
             stack: 0,
             domain,
         });
-    }
-
-    /// Appends rare records written by `write` into the side buffer.
-    fn rare_entry(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
-        let start = self.rare.len();
-        write(&mut self.rare);
-        let len = u32::try_from(self.rare.len() - start).unwrap_or(u32::MAX);
-        self.entries.push(Entry {
-            addr: start as u64,
-            size: RARE,
-            stack: len,
-            domain: 0,
-        });
-        self.rare_entries += 1;
     }
 
     /// The time of the records that follow, in ns since the metadata's `start_time_ns`.
@@ -156,7 +142,8 @@ impl Journal {
                 TIME => encoder.time(e.addr),
                 RARE => {
                     let start = e.addr as usize;
-                    encoder.rare_bytes(&self.rare[start..start + e.stack as usize]);
+                    let bytes = &self.rare[start..start + e.stack as usize];
+                    encoder.append_rare(|out| out.extend_from_slice(bytes));
                 }
                 size => encoder.alloc(e.domain, e.addr, size, e.stack),
             }
@@ -167,8 +154,18 @@ impl Journal {
 }
 
 impl RareRecords for Journal {
+    /// Writes the records into the side buffer, behind one entry naming their bytes.
     fn append_rare<F: FnOnce(&mut Vec<u8>)>(&mut self, write: F) {
-        self.rare_entry(write);
+        let start = self.rare.len();
+        write(&mut self.rare);
+        let len = u32::try_from(self.rare.len() - start).unwrap_or(u32::MAX);
+        self.entries.push(Entry {
+            addr: start as u64,
+            size: RARE,
+            stack: len,
+            domain: 0,
+        });
+        self.rare_entries += 1;
     }
 }
 

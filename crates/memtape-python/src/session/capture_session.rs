@@ -57,29 +57,28 @@ fn flusher_loop(mut writer: FileWriter, wake: Arc<Wake>) -> std::io::Result<File
             guard.0 = false;
             (woken, guard.1)
         };
-        let (took, unresolved) = {
+        // `journal` is empty here; it holds what the hooks appended since the last look
+        // (nothing, when no capture records).
+        let unresolved = {
             let mut guard = RECORDER.lock();
             match guard.as_mut() {
                 Some(rec) => {
                     let len = rec.stacks.len();
                     match rec.capture.as_mut() {
-                        Some(sink) => (sink.take_journal(&mut journal), sink.resolved_upto() < len),
-                        None => (false, false),
+                        Some(sink) => {
+                            sink.take_journal(&mut journal);
+                            sink.resolved_upto() < len
+                        }
+                        None => false,
                     }
                 }
-                None => (false, false),
+                None => false,
             }
         };
         if unresolved {
             queue_resolution();
         }
-        if let Err(e) = write_journal(
-            &mut writer,
-            &journal,
-            took,
-            &mut held_since,
-            !woken || stopping,
-        ) {
+        if let Err(e) = write_journal(&mut writer, &journal, &mut held_since, !woken || stopping) {
             // Disk full or gone: stop capturing, keep the program running.
             with_recorder(|rec| rec.capture = None);
             recorder::publish();
@@ -92,21 +91,18 @@ fn flusher_loop(mut writer: FileWriter, wake: Arc<Wake>) -> std::io::Result<File
     }
 }
 
-/// Encodes `journal` (when `took`), and writes the block being filled when `look_ends`
+/// Encodes `journal`, and writes the block being filled when `look_ends`
 /// (a look the timer made, or the last) or its records have waited `FLUSH_INTERVAL`.
 fn write_journal(
     writer: &mut FileWriter,
     journal: &Journal,
-    took: bool,
     held_since: &mut Option<Instant>,
     look_ends: bool,
 ) -> std::io::Result<()> {
-    if took {
-        let before = writer.bytes_written();
-        writer.add(journal)?;
-        if writer.bytes_written() != before {
-            *held_since = None; // a full block went out: what is held is newer
-        }
+    let before = writer.bytes_written();
+    writer.add(journal)?;
+    if writer.bytes_written() != before {
+        *held_since = None; // a full block went out: what is held is newer
     }
     if !writer.holds_records() {
         *held_since = None;

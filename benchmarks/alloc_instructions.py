@@ -10,7 +10,8 @@ the program's own thread, less a capture's stop (memtape's flusher encodes and c
 a capture on a thread of its own; see ``program_thread_instructions``).
 
 Usage: python benchmarks/alloc_instructions.py [--rows N] [--configs A,B] [--keep DIR]
-       (``--keep`` writes each run's callgrind file there, for callgrind_annotate)
+       (``--keep`` writes each run's callgrind files there, one a thread, for
+       callgrind_annotate: ``callgrind.NAME-01`` is the program's thread)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from capture_instructions import instructions, program_thread_instructions
+from capture_instructions import program_thread_instructions
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -72,10 +73,11 @@ def main() -> int:
         counts = []
         for rows in (0, args.rows):
             code = PROGRAM.format(workloads=workloads, start=start, stop=stop, rows=rows)
+            keep = None
             if args.keep is not None and rows:
                 args.keep.mkdir(parents=True, exist_ok=True)
-                instructions(code, str(args.keep / f"callgrind.{name}"))
-            counts.append(program_thread_instructions(code))
+                keep = str(args.keep / f"callgrind.{name}")
+            counts.append(program_thread_instructions(code, keep))
         work = counts[1][0] - counts[0][0]
         own = counts[1][1] - counts[0][1]
         base = base if base is not None else (work, own)

@@ -59,14 +59,15 @@ def instructions(code: str, out_file: str = "/dev/null") -> int:
     return _callgrind(code, out_file, [])
 
 
-def program_thread_instructions(code: str) -> tuple[int, int]:
+def program_thread_instructions(code: str, keep: str | None = None) -> tuple[int, int]:
     """Instructions of `code` run by this interpreter: all threads, and the program's own
     (the first thread; memtape's flusher and resolver are threads of their own) less a
     capture's stop. The stop encodes what the flusher had not taken yet: little in a real
     run (a few ms of journal), but under valgrind, which runs one thread at a time, the
-    flusher falls behind and the stop encodes much of the run."""
+    flusher falls behind and the stop encodes much of the run. With `keep`, callgrind's
+    profiles are left at `keep-01` (the program's thread), `keep-02` and so on."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "callgrind.out")
+        out = keep if keep is not None else os.path.join(tmp, "callgrind.out")
         total = _callgrind(code, out, ["--separate-threads=yes"])
         first = f"{out}-01"
         found = re.search(r"^(?:summary|totals): (\d+)", Path(first).read_text(), re.MULTILINE)

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 
 import memtape.tracemalloc as tm
-from child_python import run_python
+from memtape_cli import ok, python, write_program
 
 Stack = list[tuple[str, int]]
 
@@ -402,11 +402,8 @@ def test_module_level_code_of_a_script(tmp_path: Path) -> None:
     """A script's module frame has no caller (3.11: a null `previous`): its allocations
     take the repeat path with nothing behind the frame to verify, and stay exact as the
     line moves, as calls and exec() frames come and go above it."""
-    script = tmp_path / "module_level.py"
-    script.write_text(MODULE_LEVEL, encoding="utf-8")
-    result = run_python([str(script)])
-    assert result.returncode == 0, result.stderr
-    pairs = json.loads(result.stdout.strip().splitlines()[-1])
+    script = write_program(tmp_path / "module_level.py", MODULE_LEVEL)
+    pairs = json.loads(ok(python(script)).stdout.strip().splitlines()[-1])
     assert len(pairs) == 1200
     for got, want in pairs:
         assert got == want

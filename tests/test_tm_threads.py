@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import platform
+import sys
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -47,6 +49,23 @@ def test_thread_allocations_are_attributed_to_the_thread_function(tm: ModuleType
         assert _here("thread-start") not in frames
         assert all(name != __file__ for name, _ in frames[:-1])
 
+
+
+def test_hooks_read_the_current_thread_state_without_a_call() -> None:
+    # Before 3.12 the hooks load the runtime's current-thread-state word themselves,
+    # found from `_PyThreadState_UncheckedGet`'s code when they are first installed (x86-64).
+    # Where it is not found they still work, through the call: this says which is in use.
+    import memtape.tracemalloc as mtm
+    from memtape import _native
+
+    mtm.start(1)
+    try:
+        direct = _native._reads_thread_state_directly()
+        data = [bytearray(100) for _ in range(10)]
+        assert mtm.get_object_traceback(data[0]) is not None
+    finally:
+        mtm.stop()
+    assert direct == (sys.version_info < (3, 12) and platform.machine() == "x86_64")
 
 
 def _short_lived(out: list[bytearray], i: int) -> None:

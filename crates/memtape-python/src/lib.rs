@@ -58,6 +58,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?)?;
     m.add_function(wrap_pyfunction!(api::tracemalloc_api::_take_trace_set, m)?)?;
     m.add_function(wrap_pyfunction!(
+        api::tracemalloc_api::_reads_thread_state_directly,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(
         session::launcher_frames::_hide_launcher_frames,
         m
     )?)?;

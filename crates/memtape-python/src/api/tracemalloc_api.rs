@@ -9,7 +9,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::api::own_work::own_work;
 use crate::api::trace_set_py::{raw_traces, PyTraceSet};
-use crate::cpython::object_block;
+use crate::cpython::{object_block, thread_state};
 use crate::intercept::{hooks, numpy_handler, ref_tracer};
 use crate::native as native_memory;
 use crate::record::recorder::{self, MAX_NFRAME, NFRAME, RECORDER, TRACING};
@@ -179,4 +179,11 @@ pub(crate) fn _take_trace_set(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     own_work(py, || {
         Ok(trace_collect::snapshot(py).map(|inner| PyTraceSet { inner }))
     })
+}
+
+/// Whether the hooks read the current thread state without a call into CPython (3.10 and
+/// 3.11 on x86-64, once the hooks have been installed); for tests.
+#[pyfunction]
+pub(crate) fn _reads_thread_state_directly() -> bool {
+    thread_state::read_directly()
 }

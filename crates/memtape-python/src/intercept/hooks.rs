@@ -295,6 +295,7 @@ fn is_ours(a: &PyMemAllocatorEx, s: &'static HookSlot) -> bool {
 
 /// Installs the hooks on every domain where they are not installed yet.
 pub(crate) fn install(py: pyo3::Python<'_>) {
+    thread_state::locate(py);
     pymalloc_beneath::install(py, any_installed());
     for s in &SLOTS {
         let mut current = EMPTY_ALLOCATOR;

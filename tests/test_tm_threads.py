@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import platform
-import sys
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -52,9 +51,10 @@ def test_thread_allocations_are_attributed_to_the_thread_function(tm: ModuleType
 
 
 def test_hooks_read_the_current_thread_state_without_a_call() -> None:
-    # Before 3.12 the hooks load the runtime's current-thread-state word themselves,
-    # found from `_PyThreadState_UncheckedGet`'s code when they are first installed (x86-64).
-    # Where it is not found they still work, through the call: this says which is in use.
+    # The hooks load the current thread state themselves (before 3.12 a word of the
+    # runtime, from 3.12 on each thread's address of libpython's thread-local), found
+    # from the getter's code when they are first installed (x86-64). Where it is not
+    # found they still work, through the getter: this says which is in use.
     import memtape.tracemalloc as mtm
     from memtape import _native
 
@@ -65,7 +65,7 @@ def test_hooks_read_the_current_thread_state_without_a_call() -> None:
         assert mtm.get_object_traceback(data[0]) is not None
     finally:
         mtm.stop()
-    assert direct == (sys.version_info < (3, 12) and platform.machine() == "x86_64")
+    assert direct == (platform.machine() == "x86_64")
 
 
 def _short_lived(out: list[bytearray], i: int) -> None:

@@ -66,7 +66,7 @@ pub(crate) fn record_alloc(
 pub(crate) fn record_free(
     thread: Option<&HookThread>,
     domain: u32,
-    tstate: impl FnOnce() -> *mut pyo3::ffi::PyThreadState,
+    tstate: impl FnOnce(&HookThread) -> *mut pyo3::ffi::PyThreadState,
     block: *mut c_void,
 ) {
     // Events record where a block was freed; memtape's own frees have no user stack.
@@ -84,7 +84,7 @@ pub(crate) fn record_free(
     let prev = thread.map(|t| t.set_mode(HookMode::InAllocHook));
     let walked = match (&at, thread) {
         (Some(a), Some(t)) if idle => {
-            let tstate = tstate();
+            let tstate = tstate(t);
             if record_repeat_free(t, tstate, domain, block as u64, a) {
                 None
             } else {

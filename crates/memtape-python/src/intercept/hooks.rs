@@ -82,13 +82,14 @@ fn wrapped(slot: &HookSlot) -> &PyMemAllocatorEx {
     unsafe { &*slot.wrapped.get() }
 }
 
-/// The calling thread's state when it holds the GIL (always for MEM/OBJ), else null.
+/// The calling thread's Python thread state when it holds the GIL (always for MEM/OBJ),
+/// else null; `thread` is the calling thread's hook state.
 #[inline(always)]
-fn tstate_for(slot: &HookSlot) -> *mut pyo3::ffi::PyThreadState {
+fn tstate_for(slot: &HookSlot, thread: &HookThread) -> *mut pyo3::ffi::PyThreadState {
     if slot.gil_held {
-        thread_state::attached()
+        thread_state::attached_via(&thread.state_word)
     } else {
-        thread_state::attached_if_holding_gil()
+        thread_state::attached_if_holding_gil_via(&thread.state_word)
     }
 }
 
@@ -139,7 +140,7 @@ extern "C" fn hook_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
     recorded(t, || {
         let block = malloc(w.ctx, size);
         if !block.is_null() {
-            record_new_block(t, tstate_for(s), block, size);
+            record_new_block(t, tstate_for(s, t), block, size);
         }
         block
     })
@@ -157,7 +158,7 @@ extern "C" fn hook_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut
     recorded(t, || {
         let block = calloc(w.ctx, nelem, elsize);
         if !block.is_null() {
-            record_new_block(t, tstate_for(s), block, nelem.saturating_mul(elsize));
+            record_new_block(t, tstate_for(s, t), block, nelem.saturating_mul(elsize));
         }
         block
     })
@@ -174,7 +175,7 @@ extern "C" fn hook_realloc(ctx: *mut c_void, old: *mut c_void, size: usize) -> *
         // memtape's own code resizing a traced block: the old trace is gone.
         if !block.is_null() && !old.is_null() && block != old {
             if let Some(thread) = free_recording() {
-                record_free(thread, PYTHON_DOMAIN, || tstate_for(s), old);
+                record_free(thread, PYTHON_DOMAIN, |t| tstate_for(s, t), old);
             }
         }
         return block;
@@ -185,7 +186,7 @@ extern "C" fn hook_realloc(ctx: *mut c_void, old: *mut c_void, size: usize) -> *
             // Moved or resized in place, the old block ends (its free is recorded) and
             // the new one begins.
             let at = attribution(Some(t));
-            record_alloc(t, PYTHON_DOMAIN, tstate_for(s), block, size, old, at);
+            record_alloc(t, PYTHON_DOMAIN, tstate_for(s, t), block, size, old, at);
         }
         block
     })
@@ -245,7 +246,7 @@ fn forward_free_beneath(ctx: *mut c_void, block: *mut c_void) {
 #[inline(never)]
 extern "C" fn free_recorded(ctx: *mut c_void, block: *mut c_void) {
     if let Some(thread) = free_recording() {
-        record_free(thread, PYTHON_DOMAIN, || tstate_for(slot(ctx)), block);
+        record_free(thread, PYTHON_DOMAIN, |t| tstate_for(slot(ctx), t), block);
     }
     forward_free(ctx, block);
 }

@@ -111,7 +111,7 @@ fn wrapped() -> &'static DataMemAllocator {
 
 fn record_new(t: &HookThread, block: *mut c_void, size: usize, moved_from: *mut c_void) {
     t.set_mode(HookMode::InAllocHook);
-    let tstate = thread_state::attached_if_holding_gil();
+    let tstate = thread_state::attached_if_holding_gil_via(&t.state_word);
     record_alloc(
         t,
         NUMPY_DOMAIN,
@@ -166,7 +166,7 @@ extern "C" fn np_free(_ctx: *mut c_void, block: *mut c_void, size: usize) {
         record_free(
             thread,
             NUMPY_DOMAIN,
-            thread_state::attached_if_holding_gil,
+            |t| thread_state::attached_if_holding_gil_via(&t.state_word),
             block,
         );
     }

@@ -49,7 +49,7 @@ mod imp {
         // SAFETY: as above; the borrowed reference is not kept beyond this call.
         let bound = unsafe { Bound::from_borrowed_ptr(py, obj) };
         let block = object_block::block_address(&bound) as u64;
-        let walked = capture::walk(Some(t), thread_state::attached());
+        let walked = capture::walk(Some(t), thread_state::attached_via(&t.state_word));
         {
             let mut guard = RECORDER.lock();
             if let Some(rec) = guard.as_mut().filter(|r| r.tracing) {

@@ -8,6 +8,7 @@ use std::cell::{Cell, RefCell};
 use super::thread_capture::ThreadCapture;
 use super::thread_id::thread_token;
 use super::thread_table;
+use crate::cpython::thread_state::StateWord;
 
 /// The calling thread's relation to the allocation hooks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +61,8 @@ pub(crate) struct HookThread {
     /// The thread's id once asked for (0 before), as [`super::thread_id::current`]
     /// gives it, kept here to spare events a second thread-local lookup.
     tid: Cell<u32>,
+    /// Where the thread finds its current Python thread state.
+    pub(crate) state_word: StateWord,
 }
 
 impl HookThread {
@@ -110,6 +113,7 @@ thread_local! {
             mode: Cell::new(HookMode::Idle),
             capture: RefCell::new(ThreadCapture::EMPTY),
             tid: Cell::new(0),
+            state_word: StateWord::new(),
         }
     };
 }

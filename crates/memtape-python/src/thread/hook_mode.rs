@@ -138,14 +138,13 @@ enum Touch {
 #[inline(always)]
 pub(crate) fn thread() -> Option<&'static HookThread> {
     let token = thread_token();
-    let found = thread_table::find(token).cast::<HookThread>();
-    if !found.is_null() {
+    if let Some(found) = thread_table::find(token) {
         // SAFETY: the table returns only what this thread stored in
         // `thread_local_state`: its own `THREAD`, which lives until this thread runs its
         // destructors, and whose destructor clears the entry first. `HookThread` is
         // neither Send nor Sync (Cell/RefCell), so the reference cannot leave this
         // thread; callers use it within one hook call.
-        return Some(unsafe { &*found });
+        return Some(unsafe { found.cast::<HookThread>().as_ref() });
     }
     thread_local_state(token)
 }
@@ -161,7 +160,7 @@ fn thread_local_state(token: usize) -> Option<&'static HookThread> {
         first_touch(touch)
     };
     if let Some(t) = t {
-        thread_table::remember(token, std::ptr::from_ref(t).cast());
+        thread_table::remember(token, std::ptr::NonNull::from(t).cast());
     }
     t
 }

@@ -21,7 +21,7 @@
 //!   (memtape's fork handler), since the parent's other threads are gone without their
 //!   exits and the child's new threads may be given their thread pointers.
 
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// Entries: a power of two; threads whose tokens share a slot take turns in it.
@@ -65,10 +65,10 @@ impl ThreadTable {
     }
 
     #[inline(always)]
-    fn find(&self, token: usize) -> *const u8 {
+    fn find(&self, token: usize) -> Option<NonNull<u8>> {
         let entry = self.slot(token);
         if entry.token.load(Ordering::Acquire) != token {
-            return ptr::null();
+            return None;
         }
         let state = entry.state.load(Ordering::Relaxed);
         // Orders the state's load before the second look at the token: a state stored by
@@ -76,17 +76,25 @@ impl ThreadTable {
         // the caller's token.
         fence(Ordering::Acquire);
         if entry.token.load(Ordering::Relaxed) != token {
-            return ptr::null();
+            return taken_meanwhile();
         }
         // The entry named the caller's token before and after `state` was read: `state`
-        // is what the caller stored.
-        state
+        // is what the caller stored, and `remember` stores a token only after its state,
+        // which is never null: the hooks then compare the token alone.
+        if state.is_null() {
+            // SAFETY: not null, as just said (no other store names a thread's token: the
+            // table starts and is cleared with token 0, which no thread pointer is). Said
+            // to the compiler, as `NonNull::new_unchecked` alone does not: `Option`
+            // stands for `None` by null, and it would test for that.
+            unsafe { std::hint::unreachable_unchecked() }
+        }
+        NonNull::new(state)
     }
 
     /// Stores `state` for `token` unless another thread is storing into the slot: the
     /// slot is claimed (marked [`WRITING`]) from whatever it held, so that two writers
     /// never mix their token and state.
-    fn remember(&self, token: usize, state: *const u8) {
+    fn remember(&self, token: usize, state: NonNull<u8>) {
         let entry = self.slot(token);
         let held = entry.token.load(Ordering::Relaxed);
         if held == WRITING
@@ -99,7 +107,7 @@ impl ThreadTable {
         }
         // Orders the claim before the state's store (what `find`'s fence pairs with).
         fence(Ordering::Release);
-        entry.state.store(state.cast_mut(), Ordering::Relaxed);
+        entry.state.store(state.as_ptr(), Ordering::Relaxed);
         entry.token.store(token, Ordering::Release);
     }
 
@@ -117,6 +125,15 @@ impl ThreadTable {
     }
 }
 
+/// [`ThreadTable::find`]'s answer when another thread took the slot while it read the
+/// state. A call, not a value: the compiler would otherwise fold this `None` and the
+/// state into one pointer and test it for null on every lookup.
+#[cold]
+#[inline(never)]
+fn taken_meanwhile() -> Option<NonNull<u8>> {
+    None
+}
+
 static TABLE: ThreadTable = ThreadTable::new();
 
 /// Whether the table is filled: once [`forget_all_in_child`] is sure to run in a forked
@@ -124,15 +141,15 @@ static TABLE: ThreadTable = ThreadTable::new();
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
 /// The state the calling thread stored with [`remember`], if the table still holds it
-/// (`token` is the caller's); null otherwise.
+/// (`token` is the caller's).
 #[inline(always)]
-pub(crate) fn find(token: usize) -> *const u8 {
+pub(crate) fn find(token: usize) -> Option<NonNull<u8>> {
     TABLE.find(token)
 }
 
 /// Stores the calling thread's state (`token` is the caller's), taking the slot from any
 /// thread that held it; nothing when another thread is storing there at that moment.
-pub(crate) fn remember(token: usize, state: *const u8) {
+pub(crate) fn remember(token: usize, state: NonNull<u8>) {
     if ENABLED.load(Ordering::Relaxed) {
         TABLE.remember(token, state);
     }
@@ -176,8 +193,8 @@ mod tests {
         (a, b)
     }
 
-    fn state(n: &u64) -> *const u8 {
-        ptr::from_ref(n).cast()
+    fn state(n: &u64) -> Option<NonNull<u8>> {
+        Some(NonNull::from(n).cast())
     }
 
     #[test]
@@ -193,11 +210,11 @@ mod tests {
     fn a_thread_finds_only_what_it_stored() {
         let table = ThreadTable::new();
         let (mine, theirs) = (1u64, 2u64);
-        assert!(table.find(token(1)).is_null());
-        table.remember(token(1), state(&mine));
+        assert!(table.find(token(1)).is_none());
+        table.remember(token(1), state(&mine).unwrap());
         assert_eq!(table.find(token(1)), state(&mine));
-        assert!(table.find(token(2)).is_null());
-        table.remember(token(2), state(&theirs));
+        assert!(table.find(token(2)).is_none());
+        table.remember(token(2), state(&theirs).unwrap());
         assert_eq!(table.find(token(1)), state(&mine));
         assert_eq!(table.find(token(2)), state(&theirs));
     }
@@ -207,10 +224,10 @@ mod tests {
         let table = ThreadTable::new();
         let (a, b) = colliding(&table);
         let (sa, sb) = (1u64, 2u64);
-        table.remember(a, state(&sa));
-        table.remember(b, state(&sb));
+        table.remember(a, state(&sa).unwrap());
+        table.remember(b, state(&sb).unwrap());
         assert!(
-            table.find(a).is_null(),
+            table.find(a).is_none(),
             "the slot's previous holder still finds it"
         );
         assert_eq!(table.find(b), state(&sb));
@@ -221,7 +238,7 @@ mod tests {
             "an exit cleared another thread's entry"
         );
         table.forget(b);
-        assert!(table.find(b).is_null());
+        assert!(table.find(b).is_none());
     }
 
     #[test]
@@ -229,10 +246,10 @@ mod tests {
         let table = ThreadTable::new();
         let states: Vec<u64> = (0..32).collect();
         for (i, s) in states.iter().enumerate() {
-            table.remember(token(i), state(s));
+            table.remember(token(i), state(s).unwrap());
         }
         table.forget_all();
-        assert!((0..32).all(|i| table.find(token(i)).is_null()));
+        assert!((0..32).all(|i| table.find(token(i)).is_none()));
     }
 
     #[test]
@@ -248,8 +265,8 @@ mod tests {
                     let mut found = 0u32;
                     for _ in 0..200_000 {
                         let got = table.find(me);
-                        if got.is_null() {
-                            table.remember(me, state(&mine));
+                        if got.is_none() {
+                            table.remember(me, state(&mine).unwrap());
                         } else {
                             assert_eq!(got, state(&mine), "found another thread's state");
                             found += 1;

@@ -25,6 +25,7 @@ PIPELINES: dict[str, list[str]] = {
         "thread",  # the calling thread's mode, capture cache and id
         "cpython",  # reading CPython: thread state, code objects
         "cpython/frames",  # reading CPython: each version's interpreter frames
+        "cpython/thread_state",  # reading CPython: the current thread state
     ],
     "crates/memtape-core/src": [
         "",

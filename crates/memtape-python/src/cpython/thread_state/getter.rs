@@ -1,7 +1,34 @@
-//! Where the getter of the current thread state is, and its code (x86-64), for
-//! [`super::locate`] to decode.
+//! CPython's getter of the current thread state: the call itself, and where its code is
+//! (x86-64), for [`super::locate`] to decode.
+
+use pyo3::ffi;
+
+extern "C" {
+    #[cfg(not(Py_3_13))]
+    fn _PyThreadState_UncheckedGet() -> *mut ffi::PyThreadState;
+    #[cfg(Py_3_13)]
+    fn PyThreadState_GetUnchecked() -> *mut ffi::PyThreadState;
+}
+
+/// The getter's answer, through the call.
+#[inline(always)]
+pub(super) fn call_unchecked_get() -> *mut ffi::PyThreadState {
+    // SAFETY: both functions only read a runtime/thread-local pointer; they never fail,
+    // allocate or take a lock, and may be called with or without the GIL.
+    unsafe {
+        #[cfg(not(Py_3_13))]
+        {
+            _PyThreadState_UncheckedGet()
+        }
+        #[cfg(Py_3_13)]
+        {
+            PyThreadState_GetUnchecked()
+        }
+    }
+}
 
 /// The getter's code, in the object (libpython or the executable) that holds it.
+#[cfg(target_arch = "x86_64")]
 pub(super) struct Getter {
     /// The getter's address.
     pub(super) at: usize,
@@ -9,6 +36,7 @@ pub(super) struct Getter {
     home: usize,
 }
 
+#[cfg(target_arch = "x86_64")]
 impl Getter {
     /// The bytes read from the getter's start: at least its longest known shape.
     const CODE_LEN: usize = 24;
@@ -48,6 +76,7 @@ impl Getter {
 }
 
 /// The base address of the loaded object that holds `address`, if any.
+#[cfg(target_arch = "x86_64")]
 fn object_of(address: usize) -> Option<usize> {
     // SAFETY: `dladdr` only looks `address` up in the loader's list of objects and fills
     // `info`; it dereferences nothing at `address`.

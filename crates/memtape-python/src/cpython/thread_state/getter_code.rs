@@ -11,7 +11,7 @@
 ///
 /// The first loads the word itself; the second loads `_PyRuntime`'s address from the
 /// GOT, read with `read_word`. `code` is the function's first bytes, found at `at`.
-#[cfg_attr(Py_3_12, allow(dead_code))]
+#[cfg_attr(any(Py_3_12, not(target_arch = "x86_64")), allow(dead_code))]
 pub(super) fn decode_runtime_word(
     code: &[u8],
     at: usize,
@@ -48,7 +48,7 @@ pub(super) fn decode_runtime_word(
 /// ```
 ///
 /// `code` is the getter's first bytes, found at `at`.
-#[cfg_attr(not(Py_3_12), allow(dead_code))]
+#[cfg_attr(not(all(Py_3_12, target_arch = "x86_64")), allow(dead_code))]
 pub(super) fn decode_tls_index(code: &[u8], at: usize) -> Option<usize> {
     const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
     const SUB_8_RSP: [u8; 4] = [0x48, 0x83, 0xec, 0x08];

@@ -14,56 +14,16 @@
 
 use pyo3::ffi;
 
-#[cfg(target_arch = "x86_64")]
 mod getter;
 mod getter_code;
 #[cfg(not(Py_3_12))]
 mod runtime_word;
+mod state_word;
 #[cfg(all(Py_3_12, target_arch = "x86_64"))]
 mod tls_word;
 
-extern "C" {
-    #[cfg(not(Py_3_13))]
-    fn _PyThreadState_UncheckedGet() -> *mut ffi::PyThreadState;
-    #[cfg(Py_3_13)]
-    fn PyThreadState_GetUnchecked() -> *mut ffi::PyThreadState;
-}
-
-#[inline(always)]
-fn call_unchecked_get() -> *mut ffi::PyThreadState {
-    // SAFETY: both functions only read a runtime/thread-local pointer; they never fail,
-    // allocate or take a lock, and may be called with or without the GIL.
-    unsafe {
-        #[cfg(not(Py_3_13))]
-        {
-            _PyThreadState_UncheckedGet()
-        }
-        #[cfg(Py_3_13)]
-        {
-            PyThreadState_GetUnchecked()
-        }
-    }
-}
-
-/// Where one thread finds its current thread state (from 3.12 on, x86-64): the address
-/// of libpython's thread-local once asked (see [`locate`]), or `CALL` (the getter is
-/// called). Kept in the thread's hook state, so it lives as long as the thread's
-/// thread-locals. Before 3.12 the word is the process's and this is not read.
-pub(crate) struct StateWord(
-    #[cfg_attr(not(all(Py_3_12, target_arch = "x86_64")), allow(dead_code))] std::cell::Cell<usize>,
-);
-
-#[cfg_attr(not(all(Py_3_12, target_arch = "x86_64")), allow(dead_code))]
-impl StateWord {
-    /// Not asked yet.
-    const UNASKED: usize = 0;
-    /// Asked: the getter is called.
-    const CALL: usize = 1;
-
-    pub(crate) const fn new() -> Self {
-        Self(std::cell::Cell::new(Self::UNASKED))
-    }
-}
+use getter::call_unchecked_get;
+pub(crate) use state_word::StateWord;
 
 #[inline(always)]
 fn unchecked_get() -> *mut ffi::PyThreadState {
@@ -79,11 +39,10 @@ fn unchecked_get() -> *mut ffi::PyThreadState {
 fn unchecked_get_via(word: &StateWord) -> *mut ffi::PyThreadState {
     #[cfg(all(Py_3_12, target_arch = "x86_64"))]
     {
-        let at = word.0.get();
-        if at > StateWord::CALL {
-            // SAFETY: `at` is the address of the calling thread's instance of libpython's
-            // current-thread-state thread-local (`tls_word::ask_and_get`), which lives as long as
-            // the thread, and `word` is the calling thread's own.
+        if let Some(at) = word.address() {
+            // SAFETY: `at` is the address of the calling thread's instance of
+            // libpython's current-thread-state thread-local (`tls_word::ask_and_get`),
+            // which lives as long as the thread, and `word` is the calling thread's own.
             return unsafe { std::ptr::read(at as *const *mut ffi::PyThreadState) };
         }
         tls_word::ask_and_get(word)

@@ -4,6 +4,9 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use pyo3::ffi;
 
+#[cfg(target_arch = "x86_64")]
+use super::getter::Getter;
+#[cfg(target_arch = "x86_64")]
 use super::getter_code::decode_runtime_word;
 
 /// The word's address once [`locate`] has found and checked it; null until then.
@@ -26,7 +29,7 @@ pub(super) fn locate(call: fn() -> *mut ffi::PyThreadState) {
     if !WORD.load(Ordering::Acquire).is_null() {
         return;
     }
-    let Some(getter) = super::getter::Getter::find() else {
+    let Some(getter) = Getter::find() else {
         return;
     };
     let Some(word) = decode_runtime_word(getter.code(), getter.at, |a| getter.read_word(a)) else {

@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 use pyo3::ffi;
 
+use super::getter::{call_unchecked_get, Getter};
 use super::getter_code::decode_tls_index;
-use super::StateWord;
+use super::state_word::StateWord;
 
 /// The argument of `__tls_get_addr`: a module's TLS id and the offset in its block.
 #[repr(C)]
@@ -40,14 +41,13 @@ fn address(index: *const TlsIndex) -> usize {
 /// thread's own) when it gives the same.
 #[inline(never)]
 pub(super) fn ask_and_get(word: &StateWord) -> *mut ffi::PyThreadState {
-    let called = super::call_unchecked_get();
+    let called = call_unchecked_get();
     let index = INDEX.load(Ordering::Acquire);
-    if word.0.get() == StateWord::UNASKED && !index.is_null() {
+    if !word.asked() && !index.is_null() {
         let at = address(index);
         // SAFETY: the calling thread's instance of the thread-local, a pointer.
         let read = unsafe { std::ptr::read(at as *const *mut ffi::PyThreadState) };
-        word.0
-            .set(if read == called { at } else { StateWord::CALL });
+        word.keep((read == called).then_some(at));
     }
     called
 }
@@ -58,7 +58,7 @@ pub(super) fn locate(call: fn() -> *mut ffi::PyThreadState) {
     if located() {
         return;
     }
-    let Some(getter) = super::getter::Getter::find() else {
+    let Some(getter) = Getter::find() else {
         return;
     };
     let Some(index) = decode_tls_index(getter.code(), getter.at) else {

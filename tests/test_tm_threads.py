@@ -49,7 +49,6 @@ def test_thread_allocations_are_attributed_to_the_thread_function(tm: ModuleType
         assert all(name != __file__ for name, _ in frames[:-1])
 
 
-
 def test_hooks_read_the_current_thread_state_without_a_call() -> None:
     # The hooks load the current thread state themselves (before 3.12 a word of the
     # runtime, from 3.12 on each thread's address of libpython's thread-local), found

@@ -181,8 +181,8 @@ pub(crate) fn _take_trace_set(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     })
 }
 
-/// Whether the hooks read the current thread state without a call into CPython (3.10 and
-/// 3.11 on x86-64, once the hooks have been installed); for tests.
+/// Whether the hooks read the current thread state without a call into CPython (x86-64,
+/// once the hooks have been installed); for tests.
 #[pyfunction]
 pub(crate) fn _reads_thread_state_directly() -> bool {
     thread_state::read_directly()

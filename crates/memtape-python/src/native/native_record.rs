@@ -25,7 +25,7 @@ use crate::thread::thread_id;
 /// The calling thread's Python stack, walked before the recorder is locked; true when
 /// the thread holds the GIL.
 pub(crate) fn walk(t: &HookThread) -> (Walked<'_>, bool) {
-    let held = thread_state::attached_if_holding_gil();
+    let held = thread_state::attached_if_holding_gil_via(&t.state_word);
     if !held.is_null() {
         return (capture::walk(Some(t), held), true);
     }

@@ -8,12 +8,11 @@ use memtape_core::{Action, AllocatorReport, Event, StackId, EMPTY_STACK};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::cpython::thread_state;
 use crate::record::capture;
 use crate::record::op_context::{self, OpContext, TracebackHandle, NO_TRACEBACK};
 use crate::record::recorder::{with_recorder, Recorder};
 use crate::record::repeat_alloc::repeat_traceback;
-use crate::thread::thread_id;
+use crate::thread::{hook_mode, thread_id};
 
 /// Why a framework call was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,8 +58,8 @@ impl From<FrameworkError> for PyErr {
 /// The calling thread's stack, interned; only while events are recorded (else
 /// [`NO_TRACEBACK`]). Without the GIL the thread's last captured stack is used.
 pub(crate) fn capture_traceback_now() -> TracebackHandle {
-    let thread = crate::thread::hook_mode::thread();
-    let tstate = thread_state::attached_if_holding_gil();
+    let thread = hook_mode::thread();
+    let tstate = hook_mode::tstate_if_holding_gil(thread);
     if let Some(handle) = thread.and_then(|t| repeat_traceback(t, tstate)) {
         return handle;
     }
@@ -154,10 +153,8 @@ pub(crate) fn record_allocator_event_checked(r: &Report) -> Result<(), Framework
     // this thread holds the GIL; otherwise the thread's last captured stack.
     let walked = (op_context::current().is_none() && crate::record::recorder::events_recording())
         .then(|| {
-            let walked = capture::walk(
-                crate::thread::hook_mode::thread(),
-                thread_state::attached_if_holding_gil(),
-            );
+            let thread = hook_mode::thread();
+            let walked = capture::walk(thread, hook_mode::tstate_if_holding_gil(thread));
             (walked, true)
         });
     record_allocator_event_walked(r, op_context::current(), walked, None)

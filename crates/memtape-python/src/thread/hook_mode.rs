@@ -8,7 +8,7 @@ use std::cell::{Cell, RefCell};
 use super::thread_capture::ThreadCapture;
 use super::thread_id::thread_token;
 use super::thread_table;
-use crate::cpython::thread_state::StateWord;
+use crate::cpython::thread_state::{self, StateWord};
 
 /// The calling thread's relation to the allocation hooks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +147,17 @@ pub(crate) fn thread() -> Option<&'static HookThread> {
         return Some(unsafe { found.cast::<HookThread>().as_ref() });
     }
     thread_local_state(token)
+}
+
+/// The calling thread's Python thread state if it holds the GIL, else null: through the
+/// thread's own word when its hook state `thread` is at hand (see
+/// [`thread_state::attached_if_holding_gil_via`]).
+#[inline]
+pub(crate) fn tstate_if_holding_gil(thread: Option<&HookThread>) -> *mut pyo3::ffi::PyThreadState {
+    match thread {
+        Some(t) => thread_state::attached_if_holding_gil_via(&t.state_word),
+        None => thread_state::attached_if_holding_gil(),
+    }
 }
 
 /// [`thread`] through the thread-locals, remembering the state in the table.

@@ -78,9 +78,10 @@ impl Getter {
 /// The base address of the loaded object that holds `address`, if any.
 #[cfg(target_arch = "x86_64")]
 fn object_of(address: usize) -> Option<usize> {
+    // SAFETY: `Dl_info` is pointers only, for which all-zero bytes are valid (null).
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: `dladdr` only looks `address` up in the loader's list of objects and fills
     // `info`; it dereferences nothing at `address`.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     let found = unsafe { libc::dladdr(address as *const libc::c_void, &mut info) };
     (found != 0 && !info.dli_fbase.is_null()).then_some(info.dli_fbase as usize)
 }

@@ -40,10 +40,9 @@ fn unchecked_get_via(word: &StateWord) -> *mut ffi::PyThreadState {
     #[cfg(all(Py_3_12, target_arch = "x86_64"))]
     {
         if let Some(at) = word.address() {
-            // SAFETY: `at` is the address of the calling thread's instance of
-            // libpython's current-thread-state thread-local (`tls_word::ask_and_get`),
-            // which lives as long as the thread, and `word` is the calling thread's own.
-            return unsafe { std::ptr::read(at as *const *mut ffi::PyThreadState) };
+            // SAFETY: `at` was kept by `tls_word::ask_and_get` from `address` on this
+            // thread: `word` is the calling thread's own.
+            return unsafe { tls_word::read(at) };
         }
         tls_word::ask_and_get(word)
     }

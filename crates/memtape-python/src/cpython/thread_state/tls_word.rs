@@ -36,6 +36,17 @@ fn address(index: *const TlsIndex) -> usize {
     unsafe { __tls_get_addr(index) as usize }
 }
 
+/// The current thread state held at `at`.
+///
+/// # Safety
+/// `at` is the calling thread's address of the thread-local, as [`address`] gave it on
+/// this thread (it lives as long as the thread).
+#[inline(always)]
+pub(super) unsafe fn read(at: usize) -> *mut ffi::PyThreadState {
+    // SAFETY: the caller's contract: a live, aligned pointer-sized thread-local.
+    unsafe { std::ptr::read(at as *const *mut ffi::PyThreadState) }
+}
+
 /// The current thread state through the getter, asking first for the calling
 /// thread's address of the thread-local and keeping it in `word` (the calling
 /// thread's own) when it gives the same.
@@ -45,9 +56,9 @@ pub(super) fn ask_and_get(word: &StateWord) -> *mut ffi::PyThreadState {
     let index = INDEX.load(Ordering::Acquire);
     if !word.asked() && !index.is_null() {
         let at = address(index);
-        // SAFETY: the calling thread's instance of the thread-local, a pointer.
-        let read = unsafe { std::ptr::read(at as *const *mut ffi::PyThreadState) };
-        word.keep((read == called).then_some(at));
+        // SAFETY: `at` was just given by `address` on this thread.
+        let held = unsafe { read(at) };
+        word.keep((held == called).then_some(at));
     }
     called
 }
@@ -69,11 +80,10 @@ pub(super) fn locate(call: fn() -> *mut ffi::PyThreadState) {
         return;
     }
     let index = index as *mut TlsIndex;
-    let at = address(index);
-    // SAFETY: the calling thread's instance of the thread-local, a pointer.
-    let read = unsafe { std::ptr::read(at as *const *mut ffi::PyThreadState) };
+    // SAFETY: the address `address` gives on this thread.
+    let held = unsafe { read(address(index)) };
     let called = call();
-    if !called.is_null() && read == called {
+    if !called.is_null() && held == called {
         INDEX.store(index, Ordering::Release);
     }
 }

@@ -1,11 +1,19 @@
 //! Keeps the last N events (a ring buffer), in order.
 
+use std::collections::VecDeque;
+
 use crate::event::Event;
+use crate::ring_entry::{Entry, Wide};
 
 /// The last `capacity` events recorded, oldest first; older ones are dropped.
 #[derive(Debug, Clone)]
 pub struct EventRing {
-    events: Vec<Event>,
+    /// 32 bytes an event ([`Entry`]).
+    events: Vec<Entry>,
+    /// The wide fields of the kept events that have them, oldest first, each with its
+    /// event's slot in `events`: the ring learns that it overwrites a wide event from this
+    /// queue's front, without reading the slot it writes.
+    wide: VecDeque<(usize, Wide)>,
     capacity: usize,
     /// Index of the oldest event once the ring is full.
     head: usize,
@@ -21,6 +29,7 @@ impl EventRing {
         let capacity = capacity.max(1);
         Self {
             events: Vec::new(),
+            wide: VecDeque::new(),
             capacity,
             head: 0,
             pushed: 0,
@@ -55,11 +64,13 @@ impl EventRing {
 
     /// Bytes held.
     pub fn memory_bytes(&self) -> usize {
-        self.events.capacity() * std::mem::size_of::<Event>()
+        self.events.capacity() * std::mem::size_of::<Entry>()
+            + self.wide.capacity() * std::mem::size_of::<(usize, Wide)>()
     }
 
     /// Appends an event, dropping the oldest when full. Never fails: if memory for the
-    /// ring cannot be had, the oldest event is overwritten early.
+    /// ring cannot be had, the oldest event is overwritten early; if memory for an event's
+    /// wide fields cannot be had, the event is dropped (counted in [`dropped`](Self::dropped)).
     ///
     /// Times follow the ring's order: an event whose time is earlier than the one before
     /// it (clocks read by threads racing for the recorder, or a clock stepped back) is
@@ -69,51 +80,86 @@ impl EventRing {
         self.pushed += 1;
         event.time_ns = event.time_ns.max(self.last_time);
         self.last_time = event.time_ns;
+        match Entry::pack(&event) {
+            (entry, None) => {
+                self.place(entry);
+            }
+            (entry, Some(wide)) => self.push_wide(entry, wide),
+        }
+    }
+
+    /// [`push`](Self::push) of an event with wide fields.
+    #[cold]
+    fn push_wide(&mut self, entry: Entry, wide: Wide) {
+        if self.wide.try_reserve(1).is_err() {
+            return;
+        }
+        if let Some(slot) = self.place(entry) {
+            self.wide.push_back((slot, wide));
+        }
+    }
+
+    /// Stores `entry` as the newest; its slot, or `None` when there was no memory for it.
+    #[inline(always)]
+    fn place(&mut self, entry: Entry) -> Option<usize> {
         // Full (the usual case on a long run): overwrite the oldest, no division.
         if self.events.len() == self.capacity {
-            self.overwrite_oldest(event);
-            return;
+            return Some(self.overwrite_oldest(entry));
         }
         if self.events.try_reserve(1).is_ok() {
-            self.events.push(event);
-            return;
+            self.events.push(entry);
+            return Some(self.events.len() - 1);
         }
         if self.events.is_empty() {
-            return;
+            return None;
         }
         // Out of memory: behave as if full at the current length.
         self.capacity = self.events.len();
-        self.overwrite_oldest(event);
+        Some(self.overwrite_oldest(entry))
     }
 
+    /// Writes `entry` over the oldest event; returns its slot.
     #[inline(always)]
-    fn overwrite_oldest(&mut self, event: Event) {
-        if let Some(slot) = self.events.get_mut(self.head) {
-            *slot = event;
+    fn overwrite_oldest(&mut self, entry: Entry) -> usize {
+        let at = self.head;
+        // The oldest wide event is the oldest event when it is in the slot written.
+        if self.wide.front().is_some_and(|w| w.0 == at) {
+            self.wide.pop_front();
+        }
+        if let Some(slot) = self.events.get_mut(at) {
+            *slot = entry;
         }
         self.head += 1;
         if self.head == self.events.len() {
             self.head = 0;
         }
+        at
     }
 
     /// The kept events, oldest first.
-    pub fn iter(&self) -> impl Iterator<Item = &Event> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = Event> + '_ {
         let (newer, older) = self.events.split_at(self.head);
-        older.iter().chain(newer.iter())
+        let mut wide = self.wide.iter();
+        older.iter().chain(newer).filter_map(move |e| {
+            let w = if e.is_wide() {
+                wide.next().map(|(_, w)| w)
+            } else {
+                None
+            };
+            e.unpack(w)
+        })
     }
 
-    /// Appends the kept events, oldest first, to `events` (two block copies).
+    /// Appends the kept events, oldest first, to `events`.
     pub fn copy_into(&self, events: &mut Vec<Event>) {
-        let (newer, older) = self.events.split_at(self.head);
         events.reserve(self.events.len());
-        events.extend_from_slice(older);
-        events.extend_from_slice(newer);
+        events.extend(self.iter());
     }
 
     /// Forgets every event (the capacity stays).
     pub fn clear(&mut self) {
         self.events = Vec::new();
+        self.wide = VecDeque::new();
         self.head = 0;
         self.pushed = 0;
         self.last_time = 0;
@@ -184,6 +230,38 @@ mod tests {
             ..ev(1)
         });
         assert_eq!(r.iter().next().map(|e| e.time_ns), Some(1));
+    }
+
+    #[test]
+    fn wide_events_keep_their_place_as_the_ring_wraps() {
+        // Every third event has a requested size of its own (a caching allocator's), so
+        // its fields live in the wide queue; the ring wraps over both kinds many times.
+        let event = |a: u64| Event {
+            action: if a % 3 == 0 {
+                Action::AllocReuse
+            } else {
+                Action::Free
+            },
+            requested_size: if a % 3 == 0 { 1 } else { 2 },
+            size: 2,
+            device: if a % 3 == 0 { 0 } else { HOST_DEVICE },
+            thread: a as u32,
+            ..ev(a)
+        };
+        let mut r = EventRing::new(5);
+        for a in 1..=23 {
+            r.push(event(a));
+            let first = a.saturating_sub(4).max(1);
+            let expected: Vec<Event> = (first..=a).map(event).collect();
+            assert_eq!(r.iter().collect::<Vec<_>>(), expected);
+            // No wide fields outlive their event.
+            assert_eq!(r.wide.len(), (first..=a).filter(|x| x % 3 == 0).count());
+        }
+        let mut copied = Vec::new();
+        r.copy_into(&mut copied);
+        assert_eq!(copied, (19..=23).map(event).collect::<Vec<_>>());
+        r.clear();
+        assert!(r.wide.is_empty() && r.is_empty());
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod memory_snapshot;
 pub mod memory_source;
 pub mod mmap_ranges;
 pub mod report;
+mod ring_entry;
 pub mod stack_table;
 pub mod tick_scale;
 pub mod torch_snapshot;

@@ -110,7 +110,7 @@ pub(super) fn export_torch(
         }
         _ => {}
     })?;
-    let events: Vec<Event> = ring.iter().copied().collect();
+    let events: Vec<Event> = ring.iter().collect();
     let mut stacks = FxHashMap::default();
     for e in &events {
         stacks

@@ -145,7 +145,7 @@ fn copy_events(py: Python<'_>) -> CopiedEvents {
             // One pass: each event copied with its time converted.
             events.extend(sink.ring.iter().map(|e| Event {
                 time_ns: scale.ns(e.time_ns),
-                ..*e
+                ..e
             }));
             sink.max_frames as usize
         }

@@ -6,11 +6,19 @@ conversion each recording fixes when it starts);
 ``MEMTAPE_EVENT_CLOCK=realtime`` makes every tick a ``CLOCK_REALTIME`` nanosecond. Both
 must give the same answers: times inside the recording's wall-clock window, never going
 back in event order, and a gap of 50 ms measured as 50 ms.
+
+A thread's event may reuse the reading of one of its 15 events before it while the beat
+of memtape's clock thread (``memtape-clock``, a millisecond) has not moved: the tests
+below pause the program (asleep, and computing without allocating) and check that the
+first events after the pause carry its end, also in a forked child (which has no clock
+thread: every event reads), and that the clock thread lives only while events are
+recorded.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from child_python import describe, run_python
@@ -67,3 +75,92 @@ def test_event_times_are_wall_clock_and_ordered(clock: str) -> None:
     # A recording's conversion is fixed when it starts: read while recording or after, an
     # event carries the same time.
     assert r["while_recording"] == times
+
+
+PAUSES = """
+import hashlib, json, os, time
+import memtape
+
+def clock_threads():
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass
+    return names.count("memtape-clock")
+
+DATA = bytes(20_000_000)
+
+def paused(pause, rounds=20):
+    # Each round: a pause, then one large allocation (the event looked at). The small
+    # allocations around it make the thread read the clock and keep readings.
+    memtape.record_memory_events(True, 10_000, min_size=1_000_000)
+    threads = clock_threads()
+    spans = []
+    for _ in range(rounds):
+        junk = [str(i) for i in range(40)]
+        before = time.time_ns()
+        pause()
+        after = time.time_ns()
+        block = bytearray(2_000_000)
+        end = time.time_ns()
+        spans.append((before, after, end))
+        del block, junk
+    times = [e["timestamp_ns"] for e in memtape.get_memory_events() if e["action"] == "alloc"]
+    memtape.record_memory_events(False)
+    return {"spans": spans, "times": times, "threads": threads}
+
+result = {}
+result["sleep"] = paused(lambda: time.sleep(0.02))
+# hashlib digests 20 MB without allocating, the GIL held: nothing on this thread reads
+# the clock meanwhile.
+result["compute"] = paused(lambda: hashlib.sha256(DATA).digest())
+deadline = time.monotonic() + 5
+while clock_threads() and time.monotonic() < deadline:
+    time.sleep(0.01)
+result["threads_after"] = clock_threads()
+memtape.record_memory_events(True, 10_000, min_size=1_000_000)
+pid = os.fork()
+if pid == 0:
+    at_fork = clock_threads()
+    memtape.record_memory_events(False)
+    child = paused(lambda: time.sleep(0.02))
+    print(json.dumps({"child": child, "threads_at_fork": at_fork}), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+memtape.record_memory_events(False)
+print(json.dumps(result))
+"""
+
+# The event after a pause must carry the pause's end: within a few milliseconds (a beat,
+# a late clock thread), far from the pause's length (20 ms asleep; hashing 20 MB takes
+# longer than 10 ms here).
+LATE_NS = 5_000_000
+
+
+def check_paused(r: dict[str, Any]) -> None:
+    spans, times = r["spans"], r["times"]
+    assert len(times) == len(spans)
+    late = [
+        (n, after - t)
+        for n, ((_, after, end), t) in enumerate(zip(spans, times, strict=True))
+        if not after - LATE_NS <= t <= end + TOLERANCE_NS
+    ]
+    assert not late, f"events timed before their pause ended (round, ns early): {late}"
+    assert r["threads"] == 1, "one clock thread while recording"
+
+
+def test_the_first_events_after_a_pause_carry_its_end() -> None:
+    result = run_python(["-c", PAUSES])
+    assert result.returncode == 0, describe(result)
+    child, parent = (json.loads(line) for line in result.stdout.splitlines())
+    assert min(a - b for b, a, _ in parent["compute"]["spans"]) > 2 * LATE_NS, parent
+    check_paused(parent["sleep"])
+    check_paused(parent["compute"])
+    assert parent["threads_after"] == 0, "the clock thread outlived the recording"
+    # A forked child has no clock thread (every event reads the counter) until it starts
+    # a recording of its own.
+    assert child["threads_at_fork"] == 0
+    check_paused(child["child"])

@@ -15,6 +15,7 @@ use crate::cpython::frames::RawFrame;
 use crate::intercept::{hooks, numpy_handler};
 use crate::native as native_memory;
 use crate::record::recorder::{self, EventSettings, RECORDER};
+use crate::session::clock_thread;
 use crate::thread::hook_mode;
 
 /// Whether the event recording asked for native stacks.
@@ -82,6 +83,7 @@ fn set_recording(py: Python<'_>, enabled: bool, settings: EventSettings) -> PyRe
     }
     let native = settings.native;
     let released = recorder::start_events(settings);
+    clock_thread::start();
     if native {
         native_memory::start(native_memory::SINK_EVENTS);
     }

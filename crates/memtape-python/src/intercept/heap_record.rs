@@ -22,10 +22,17 @@ pub(crate) fn attribution(thread: Option<&HookThread>) -> Option<Attribution> {
     if !HEAP_EVENTS.load(Ordering::Acquire) {
         return None;
     }
-    Some(Attribution {
-        op: op_context::current(),
-        ticks: event_clock::ticks(),
-        thread: thread.map_or_else(thread_id::current, HookThread::tid),
+    Some(match thread {
+        Some(t) => Attribution {
+            op: op_context::current(),
+            ticks: event_clock::ticks_on(&t.clock),
+            thread: t.tid(),
+        },
+        None => Attribution {
+            op: op_context::current(),
+            ticks: event_clock::ticks(),
+            thread: thread_id::current(),
+        },
     })
 }
 

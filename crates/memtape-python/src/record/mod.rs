@@ -3,6 +3,7 @@
 //! behind its spin lock, op contexts, and the entry for events frameworks report.
 
 pub(crate) mod capture;
+pub(crate) mod clock_beat;
 pub(crate) mod event_clock;
 pub(crate) mod framework_events;
 pub(crate) mod heap_blocks;

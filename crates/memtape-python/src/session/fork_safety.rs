@@ -45,6 +45,7 @@ extern "C" fn after_in_child() {
     }
     RECORDER.release_after_fork();
     crate::sinks::flusher_wake::after_fork();
+    crate::record::clock_beat::forget_in_child();
     // The only thread left is this one: locking cannot wait. A capture file belongs to
     // the parent (its writer thread is not in the child).
     if let Some(rec) = RECORDER.lock().as_mut() {

@@ -1,7 +1,9 @@
 //! Starting, draining and stopping what is recorded: a capture file's session and its
-//! flusher thread, fork safety, and collecting the live traces for a snapshot.
+//! flusher thread, the event clock's thread, fork safety, and collecting the live traces
+//! for a snapshot.
 
 pub(crate) mod capture_session;
+pub(crate) mod clock_thread;
 pub(crate) mod fork_safety;
 pub(crate) mod launcher_frames;
 pub(crate) mod signal_mask;

@@ -6,6 +6,7 @@
 use std::cell::{Cell, RefCell};
 
 use super::thread_capture::ThreadCapture;
+use super::thread_clock::ThreadClock;
 use super::thread_id::thread_token;
 use super::thread_table;
 use crate::cpython::thread_state::{self, StateWord};
@@ -63,6 +64,8 @@ pub(crate) struct HookThread {
     tid: Cell<u32>,
     /// Where the thread finds its current Python thread state.
     pub(crate) state_word: StateWord,
+    /// The thread's last reading of the event clock.
+    pub(crate) clock: ThreadClock,
 }
 
 impl HookThread {
@@ -114,6 +117,7 @@ thread_local! {
             capture: RefCell::new(ThreadCapture::EMPTY),
             tid: Cell::new(0),
             state_word: StateWord::new(),
+            clock: ThreadClock::new(),
         }
     };
 }

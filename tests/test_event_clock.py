@@ -121,6 +121,10 @@ deadline = time.monotonic() + 5
 while clock_threads() and time.monotonic() < deadline:
     time.sleep(0.01)
 result["threads_after"] = clock_threads()
+# Framework events read the counter every time: no clock thread for them alone.
+memtape.record_memory_events(True, 100, sources=("framework",))
+result["threads_framework_only"] = clock_threads()
+memtape.record_memory_events(False)
 memtape.record_memory_events(True, 10_000, min_size=1_000_000)
 pid = os.fork()
 if pid == 0:
@@ -160,6 +164,7 @@ def test_the_first_events_after_a_pause_carry_its_end() -> None:
     check_paused(parent["sleep"])
     check_paused(parent["compute"])
     assert parent["threads_after"] == 0, "the clock thread outlived the recording"
+    assert parent["threads_framework_only"] == 0
     # A forked child has no clock thread (every event reads the counter) until it starts
     # a recording of its own.
     assert child["threads_at_fork"] == 0

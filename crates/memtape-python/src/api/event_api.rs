@@ -82,8 +82,12 @@ fn set_recording(py: Python<'_>, enabled: bool, settings: EventSettings) -> PyRe
         hooks::install(py);
     }
     let native = settings.native;
+    // Only Python-heap events reuse counter readings, so only they need the clock's beat.
+    let python_heap = settings.python_heap;
     let released = recorder::start_events(settings);
-    clock_thread::start();
+    if python_heap {
+        clock_thread::start();
+    }
     if native {
         native_memory::start(native_memory::SINK_EVENTS);
     }

@@ -1,5 +1,5 @@
 //! Starting the event clock's thread ([`crate::record::clock_beat`]) when a recording of
-//! events starts; it ends by itself once no recording runs.
+//! Python-heap events starts; it ends by itself once no recording runs.
 
 use std::sync::atomic::Ordering;
 

@@ -63,9 +63,14 @@ def on_alarm(signum, frame):
 
 signal.signal(signal.SIGALRM, on_alarm)
 stop = threading.Event()
+warmed = threading.Event()
 
 def worker():
+    # Before the timer starts: a SIGPROF landing in one of sa_warm's own mallocs, on
+    # its way to the arena's lock, would find the handler's cache still cold and wait
+    # for that lock (with or without memtape).
     lib.sa_warm()
+    warmed.set()
     kept = []
     while not stop.is_set():
         lib.sa_churn(200, 4096)
@@ -75,9 +80,10 @@ def worker():
 
 thread = threading.Thread(target=worker)
 lib.sa_warm()
+thread.start()
+assert warmed.wait(30)
 assert lib.sa_start(100) == 0
 signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)
-thread.start()
 rounds, deadline = 0, time.monotonic() + 4
 while rounds < 30 or (lib.sa_handled() < 300 and time.monotonic() < deadline):
     rounds += 1

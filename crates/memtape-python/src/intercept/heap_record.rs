@@ -22,17 +22,14 @@ pub(crate) fn attribution(thread: Option<&HookThread>) -> Option<Attribution> {
     if !HEAP_EVENTS.load(Ordering::Acquire) {
         return None;
     }
-    Some(match thread {
-        Some(t) => Attribution {
-            op: op_context::current(),
-            ticks: event_clock::ticks_on(&t.clock),
-            thread: t.tid(),
-        },
-        None => Attribution {
-            op: op_context::current(),
-            ticks: event_clock::ticks(),
-            thread: thread_id::current(),
-        },
+    let (ticks, thread) = match thread {
+        Some(t) => (event_clock::ticks_on(&t.clock), t.tid()),
+        None => (event_clock::ticks(), thread_id::current()),
+    };
+    Some(Attribution {
+        op: op_context::current(),
+        ticks,
+        thread,
     })
 }
 

@@ -1,6 +1,6 @@
 //! The event clock's beat: a count that memtape's clock thread moves on every
-//! millisecond while events are recorded, so that a thread's event can tell whether its
-//! thread's last counter reading is still recent without reading the counter
+//! millisecond while Python-heap events are recorded, so that a thread's event can tell
+//! whether its thread's last counter reading is still recent without reading the counter
 //! ([`super::event_clock::ticks_on`]).
 //!
 //! Beat 0 means no beat: no clock thread (none started yet, or a forked child, which has

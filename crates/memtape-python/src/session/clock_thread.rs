@@ -1,10 +1,10 @@
 //! Starting the event clock's thread ([`crate::record::clock_beat`]) when a recording of
-//! Python-heap events starts; it ends by itself once no recording runs.
+//! Python-heap events starts; it ends by itself once none is recorded.
 
 use std::sync::atomic::Ordering;
 
 use crate::record::clock_beat;
-use crate::record::recorder::EVENTS_RECORDING;
+use crate::record::recorder::HEAP_EVENTS;
 use crate::session::signal_mask::spawn_own_thread;
 use crate::thread::hook_mode::HookMode;
 
@@ -14,7 +14,7 @@ pub(crate) fn start() {
     if !clock_beat::claim() {
         return;
     }
-    let recording = || EVENTS_RECORDING.load(Ordering::Acquire);
+    let recording = || HEAP_EVENTS.load(Ordering::Acquire);
     let body = move || clock_beat::run(recording);
     if spawn_own_thread("memtape-clock", HookMode::Untraced, body).is_err() {
         clock_beat::not_started();

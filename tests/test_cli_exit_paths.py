@@ -12,12 +12,14 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from child_python import child_env, describe
+from memtape.cli.run_end import FINISH_WAIT_S
 from memtape_cli import Site, memtape, python, read_json, write_program
 
 KEEP = """
@@ -172,3 +174,37 @@ if __name__ == "__main__":
     stats, result = ended(tmp_path, "mp_child", tail, 0)
     assert result.stdout == "fork -15\nspawn -15\nforkserver -15\n"
     assert (stats["run"]["exit"], stats["run"]["exit_code"]) == ("normal", 0)
+
+
+@pytest.mark.usefixtures("signals_at_default")
+def test_sigterm_just_after_os_exit_takes_the_capture(tmp_path: Path) -> None:
+    """A SIGTERM handled in the very instant ``os._exit`` has claimed the capture (a
+    ``Pool`` worker told to stop and terminated at once): the handler finds its own thread
+    finishing and lets it, instead of waiting 30 s for itself and dying with the capture
+    cut short. The claim here raises the signal once it is taken; CPython runs the handler
+    as that C call returns, before ``finish`` takes another step."""
+    tail = """
+end = os._exit.__self__.end  # memtape run's wrapper of os._exit, bound to its CaptureEnd
+class SignalledOnceTaken:
+    def __init__(self, lock):
+        self.lock = lock
+    def acquire(self, blocking=True):
+        taken = self.lock.acquire(blocking)
+        if taken:
+            signal.raise_signal(signal.SIGTERM)
+        return taken
+end._claim = SignalledOnceTaken(end._claim)
+print("exiting", flush=True)
+os._exit(6)
+"""
+    script = write_program(tmp_path / "term_in_exit.py", KEEP + tail)
+    capture = tmp_path / "term_in_exit.mtape"
+    started = time.monotonic()
+    result = memtape("run", "-q", "-o", capture, script)
+    took = time.monotonic() - started
+    assert (result.returncode, result.stdout) == (6, "exiting\n"), describe(result)
+    assert took < FINISH_WAIT_S / 2, took
+    stats = read_json("stats", capture)
+    assert stats["run"]["cut_short"] is False, stats["run"]
+    assert (stats["run"]["exit"], stats["run"]["exit_code"]) == ("os._exit", 6)
+    assert stats["totals"]["allocs"] >= 500

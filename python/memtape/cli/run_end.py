@@ -53,7 +53,10 @@ class CaptureEnd:
         self.pid = os.getpid()
         self._claim = threading.Lock()
         self._done = threading.Event()
-        self._finisher: int | None = None
+        # Threads inside finish(), marked before they try the claim: a signal handler
+        # run just after the claim is taken (CPython runs handlers as a C call returns)
+        # must see it taken by its own thread, not wait 30 s for itself.
+        self._finishers: set[int] = set()
 
     def disown(self) -> None:
         """The capture was ended elsewhere: every later way out leaves it alone."""
@@ -63,7 +66,7 @@ class CaptureEnd:
     def finishing_here(self) -> bool:
         """Whether this thread is inside :meth:`finish` now (a signal handler may run
         between its bytecodes)."""
-        return self._finisher == threading.get_ident() and not self._done.is_set()
+        return threading.get_ident() in self._finishers and not self._done.is_set()
 
     def finish(self, exit_kind: str, code: int) -> bool:
         """Writes the trailer (``exit_kind``, ``code``) and prints the summary. False
@@ -71,11 +74,23 @@ class CaptureEnd:
         unless it is the same thread)."""
         if os.getpid() != self.pid:
             return False
-        if not self._claim.acquire(blocking=False):
-            if self._finisher != threading.get_ident():
-                self._done.wait(FINISH_WAIT_S)
+        me = threading.get_ident()
+        if me in self._finishers:  # called again from a handler run inside this call
             return False
-        self._finisher = threading.get_ident()
+        self._finishers.add(me)
+        claimed = False
+        try:
+            claimed = self._claim.acquire(blocking=False)
+            if claimed:
+                self._write_end(exit_kind, code)
+        finally:
+            self._finishers.discard(me)
+        if not claimed:
+            self._done.wait(FINISH_WAIT_S)
+        return claimed
+
+    def _write_end(self, exit_kind: str, code: int) -> None:
+        """The claimed part of :meth:`finish`."""
         try:
             try:
                 _mlx.follow("capture", False)
@@ -90,7 +105,6 @@ class CaptureEnd:
                 print_run_summary(shown, events, size, follower=self.follower)
         finally:
             self._done.set()
-        return True
 
 
 def _status(status: object) -> int:

@@ -136,6 +136,22 @@ impl EventRing {
         at
     }
 
+    /// Where the push `ahead` pushes from now will write (`ahead` 0: the next), while the
+    /// ring is full and longer than `ahead`: an address to prefetch, so that the store of
+    /// a long ring's slot finds its cache line loaded. `None` otherwise.
+    #[inline(always)]
+    pub fn slot_ahead(&self, ahead: usize) -> Option<*const u8> {
+        let len = self.events.len();
+        if len != self.capacity || ahead >= len {
+            return None;
+        }
+        let at = self.head + ahead;
+        let at = if at >= len { at - len } else { at };
+        self.events
+            .get(at)
+            .map(|slot| std::ptr::from_ref(slot).cast())
+    }
+
     /// The kept events, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = Event> + '_ {
         let (newer, older) = self.events.split_at(self.head);
@@ -209,6 +225,36 @@ mod tests {
         assert!(r.is_empty());
         r.push(ev(11));
         assert_eq!(r.iter().map(|e| e.addr).collect::<Vec<_>>(), vec![11]);
+    }
+
+    #[test]
+    fn the_slot_ahead_is_the_one_that_push_writes() {
+        let slot_of = |r: &EventRing, ahead: usize| {
+            r.slot_ahead(ahead)
+                .map(|p| (p as usize - r.events.as_ptr() as usize) / std::mem::size_of::<Entry>())
+        };
+        let mut r = EventRing::new(4);
+        for a in 1..=3 {
+            r.push(ev(a));
+            assert_eq!(slot_of(&r, 0), None, "not full yet");
+        }
+        for a in 4..=13 {
+            r.push(ev(a));
+            assert_eq!(
+                slot_of(&r, 4),
+                None,
+                "no slot is 4 pushes ahead in a ring of 4"
+            );
+            for ahead in 0..4 {
+                let slot = slot_of(&r, ahead).expect("full");
+                let mut later = r.clone();
+                for b in 0..=ahead as u64 {
+                    later.push(ev(100 + b));
+                }
+                let last = Entry::pack(&ev(100 + ahead as u64)).0;
+                assert_eq!(later.events[slot], last, "push {a}, {ahead} ahead");
+            }
+        }
     }
 
     #[test]

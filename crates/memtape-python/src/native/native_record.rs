@@ -81,7 +81,7 @@ fn push_event(rec: &mut Recorder, action: Action, addr: u64, size: u64, stack: S
     if !(sink.recording && sink.native) || size < sink.min_size {
         return;
     }
-    sink.ring.push(Event {
+    sink.push(Event {
         action,
         addr,
         size,

@@ -2,6 +2,7 @@
 //! into a stack id, the recorder (live table, event ring, the capture sink it feeds)
 //! behind its spin lock, op contexts, and the entry for events frameworks report.
 
+pub(crate) mod cache_hint;
 pub(crate) mod capture;
 pub(crate) mod clock_beat;
 pub(crate) mod event_clock;

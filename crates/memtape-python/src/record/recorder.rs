@@ -13,9 +13,9 @@ use memtape_core::{
 use pyo3::ffi;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::record::event_clock;
 use crate::record::op_context::{self, OpContext};
 use crate::record::spin_lock::SpinLock;
+use crate::record::{cache_hint, event_clock};
 use crate::sinks::capture_sink::CaptureSink;
 
 /// Largest traceback limit, as in tracemalloc.
@@ -77,6 +77,16 @@ impl EventSink {
     /// Converts the kept events' ticks into wall time.
     pub(crate) fn tick_scale(&self) -> TickScale {
         self.scale
+    }
+
+    /// Keeps `event`, then starts loading the slot a later push will write: in a ring
+    /// larger than the cache each store would otherwise wait for its line.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, event: Event) {
+        self.ring.push(event);
+        if let Some(slot) = self.ring.slot_ahead(cache_hint::RING_AHEAD) {
+            cache_hint::prefetch(slot);
+        }
     }
 
     #[inline(always)]
@@ -276,7 +286,7 @@ impl Recorder {
             return;
         }
         let (stack, op) = attribute(at.op, own, generation);
-        sink.ring.push(Event {
+        sink.push(Event {
             action,
             addr,
             size,
@@ -294,7 +304,7 @@ impl Recorder {
     pub(crate) fn push_framework_event(&mut self, event: Event) {
         if let Some(sink) = self.events.as_mut() {
             if sink.accepts(event.action, event.size) {
-                sink.ring.push(event);
+                sink.push(event);
             }
         }
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-SUPPORTED_PYTHONS: tuple[tuple[int, int], ...] = ((3, 11), (3, 12), (3, 13))
+SUPPORTED_PYTHONS: tuple[tuple[int, int], ...] = ((3, 11), (3, 12), (3, 13), (3, 14), (3, 15))
 
 
 def _check_interpreter() -> None:

@@ -18,7 +18,8 @@ mod thread;
 use pyo3::exceptions::PyImportError;
 use pyo3::prelude::*;
 
-#[pymodule]
+// The recorder relies on the GIL (free-threaded builds are refused at build time).
+#[pymodule(gil_used = true)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     let running = py.version_info();
@@ -28,6 +29,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
             "memtape._native was built for CPython {major}.{minor} but this is {}.{}; \
              reinstall memtape for this interpreter",
             running.major, running.minor
+        )));
+    }
+    if let Err(why) = cpython::frames::init(py) {
+        return Err(PyImportError::new_err(format!(
+            "memtape cannot read the Python frames of this interpreter (CPython {}): {why}. \
+             memtape supports the default builds of CPython 3.11 to 3.15; please report \
+             this with the output of `python -VV`",
+            Python::version_str()
         )));
     }
     session::fork_safety::register();

@@ -15,7 +15,7 @@ use crate::record::framework_events::{self, FrameworkError, Report};
 
 /// Must match `MEMTAPE_ABI_VERSION` in include/memtape.h.
 const ABI_VERSION: u32 = 1;
-const CAPSULE_NAME: &str = "memtape._native._C_API";
+const CAPSULE_NAME: &CStr = c"memtape._native._C_API";
 const OK: c_int = 0;
 const EINVAL: c_int = -1;
 const EINTERNAL: c_int = -4;
@@ -136,7 +136,6 @@ pub(crate) fn export(m: &Bound<'_, PyModule>) -> PyResult<()> {
         record_allocator_event,
         last_error,
     };
-    let name = CString::new(CAPSULE_NAME).expect("no NUL in the capsule name");
-    let capsule = PyCapsule::new(m.py(), api, Some(name))?;
+    let capsule = PyCapsule::new_with_value(m.py(), api, CAPSULE_NAME)?;
     m.add("_C_API", capsule)
 }

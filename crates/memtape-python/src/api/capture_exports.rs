@@ -126,7 +126,7 @@ pub(super) fn export_torch(
     let cannot_write =
         |e: std::io::Error| PyOSError::new_err(format!("cannot write {}: {e}", out.display()));
     let file = SnapshotFile::create(py, out).map_err(cannot_write)?;
-    py.allow_threads(|| {
+    py.detach(|| {
         let writer = TorchSnapshotWriter::new(&snapshot).share_frames(true);
         file.write(|pieces| {
             if json {

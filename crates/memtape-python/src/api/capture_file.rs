@@ -95,7 +95,7 @@ impl<'a, V: RecordVisitor<'a>> RecordVisitor<'a> for WithProgress<'_, V> {
         if self.last.elapsed() >= Duration::from_millis(100) {
             self.last = Instant::now();
             let done = self.read.load(Ordering::Relaxed);
-            Python::with_gil(|py| {
+            Python::attach(|py| {
                 // A failing progress bar must not stop the report.
                 let _ = progress.call1(py, (done, self.size));
             });
@@ -125,7 +125,7 @@ where
         last: Instant::now(),
     };
     let two_cpus = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
-    let summary = py.allow_threads(|| {
+    let summary = py.detach(|| {
         if two_cpus {
             reader.visit_records_pipelined(&mut visitor)
         } else {

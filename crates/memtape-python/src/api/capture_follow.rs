@@ -123,7 +123,7 @@ impl CaptureFollower {
             .ok_or_else(|| PyRuntimeError::new_err("the summary thread is not running here"))?;
         thread.thread().unpark();
         let outcome = py
-            .allow_threads(|| thread.join())
+            .detach(|| thread.join())
             .map_err(|_| PyRuntimeError::new_err("the summary thread failed"))?;
         match outcome {
             None => Err(PyRuntimeError::new_err("the follower was given no file")),

@@ -283,7 +283,7 @@ fn snapshot_from_dicts(events: &Bound<'_, PyAny>) -> PyResult<MemorySnapshot> {
     let mut op_ids: FxHashMap<String, u32> = FxHashMap::default();
     for (index, item) in events.try_iter()?.enumerate() {
         let item = item?;
-        let d = item.downcast::<PyDict>().map_err(|_| {
+        let d = item.cast::<PyDict>().map_err(|_| {
             PyValueError::new_err(format!(
                 "events[{index}] is not a dict from get_memory_events()"
             ))
@@ -385,6 +385,6 @@ fn write_snapshot(
             }
         })
     };
-    let stats = py.allow_threads(write).map_err(cannot_write)?;
+    let stats = py.detach(write).map_err(cannot_write)?;
     Ok((stats.trace_entries, stats.host_index))
 }

@@ -28,7 +28,7 @@ pub(crate) fn _mlx_detach(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 #[pyfunction]
 pub(crate) fn _mlx_sync(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     own_work(py, || {
-        py.allow_threads(mlx_hook::sync);
+        py.detach(mlx_hook::sync);
         Ok(())
     })
 }

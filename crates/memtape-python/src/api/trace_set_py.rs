@@ -111,7 +111,7 @@ impl PyTraceSet {
         let mut b = TraceSetBuilder::new();
         for item in traces.try_iter()? {
             let item = item?;
-            let t = item.downcast::<PyTuple>().map_err(|_| {
+            let t = item.cast::<PyTuple>().map_err(|_| {
                 PyTypeError::new_err("a trace must be a (domain, size, frames, total_nframe) tuple")
             })?;
             if t.len() < 3 {

@@ -166,7 +166,7 @@ pub(crate) fn _get_object_traceback<'py>(
     };
     let traces = raw_traces(py, &set)?;
     match traces.iter().next() {
-        Some(t) => Ok(Some(t.downcast::<PyTuple>()?.get_item(2)?)),
+        Some(t) => Ok(Some(t.cast::<PyTuple>()?.get_item(2)?)),
         None => Ok(None),
     }
 }

@@ -62,7 +62,7 @@ pub(crate) struct FrameResolver<'py> {
 
 fn string_attr(obj: &Bound<'_, PyAny>, name: &str) -> Option<String> {
     let value = obj.getattr(name).ok()?;
-    let s = value.downcast_into::<PyString>().ok()?;
+    let s = value.cast_into::<PyString>().ok()?;
     Some(s.to_string_lossy().into_owned())
 }
 

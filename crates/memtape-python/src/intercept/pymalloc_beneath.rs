@@ -31,11 +31,14 @@ struct Arena(std::cell::UnsafeCell<PyObjectArenaAllocator>);
 // installed; read by our arena functions, which pymalloc calls with the GIL held.
 unsafe impl Sync for Arena {}
 
-static ARENA: Arena = Arena(std::cell::UnsafeCell::new(PyObjectArenaAllocator {
+/// An arena allocator with no functions: what `PyObject_GetArenaAllocator` fills in.
+const NO_ARENA: PyObjectArenaAllocator = PyObjectArenaAllocator {
     ctx: ptr::null_mut(),
     alloc: None,
     free: None,
-}));
+};
+
+static ARENA: Arena = Arena(std::cell::UnsafeCell::new(NO_ARENA));
 
 /// Whether a free forwarded by the hooks of a domain whose calls hold the GIL (MEM,
 /// OBJ) can skip the native mark.
@@ -111,7 +114,7 @@ pub(crate) fn install(_py: pyo3::Python<'_>, any_installed: bool) {
         PYMALLOC_BENEATH.store(false, Ordering::Release);
         return;
     }
-    let mut current = PyObjectArenaAllocator::default();
+    let mut current = NO_ARENA;
     // SAFETY: the GIL is held (proved by `_py`).
     unsafe { ffi::PyObject_GetArenaAllocator(&mut current) };
     if !is_ours(&current) {
@@ -135,7 +138,7 @@ pub(crate) fn uninstall(_py: pyo3::Python<'_>, any_installed: bool) {
     if any_installed || !PYMALLOC_BENEATH.load(Ordering::Acquire) {
         return;
     }
-    let mut current = PyObjectArenaAllocator::default();
+    let mut current = NO_ARENA;
     // SAFETY: the GIL is held (proved by `_py`).
     unsafe { ffi::PyObject_GetArenaAllocator(&mut current) };
     if is_ours(&current) {

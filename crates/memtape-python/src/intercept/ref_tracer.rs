@@ -45,7 +45,7 @@ mod imp {
         t.set_mode(HookMode::InAllocHook);
         // SAFETY: CPython calls the tracer with the GIL held and a live, initialised
         // object (its type is set before the tracer runs).
-        let py = unsafe { Python::assume_gil_acquired() };
+        let py = unsafe { Python::assume_attached() };
         // SAFETY: as above; the borrowed reference is not kept beyond this call.
         let bound = unsafe { Bound::from_borrowed_ptr(py, obj) };
         let block = object_block::block_address(&bound) as u64;

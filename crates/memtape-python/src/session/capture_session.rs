@@ -200,7 +200,7 @@ pub(crate) fn stop(py: Python<'_>, trailer_fields: &str) -> PyResult<(u64, u64)>
         *f = (true, true);
         wake().cond.notify_one();
     }
-    let joined = py.allow_threads(|| flusher.handle.join());
+    let joined = py.detach(|| flusher.handle.join());
     let mut writer = match joined {
         Ok(Ok(writer)) => writer,
         Ok(Err(e)) => {
@@ -212,7 +212,7 @@ pub(crate) fn stop(py: Python<'_>, trailer_fields: &str) -> PyResult<(u64, u64)>
     };
     let end_ns = thread_id::now_ns();
     let trailer = format!("{{\"events\": {events}, \"end_time_ns\": {end_ns}{trailer_fields}}}");
-    py.allow_threads(|| -> std::io::Result<u64> {
+    py.detach(|| -> std::io::Result<u64> {
         writer.add(&last)?;
         writer.flush_block()?;
         let bytes = writer.bytes_written();

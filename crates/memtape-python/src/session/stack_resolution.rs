@@ -21,7 +21,7 @@ static RESOLVE_QUEUED: AtomicBool = AtomicBool::new(false);
 extern "C" fn resolve_pending(_arg: *mut c_void) -> c_int {
     RESOLVE_QUEUED.store(false, Ordering::Release);
     // SAFETY: Python runs pending calls on the main thread with the GIL held.
-    let py = unsafe { Python::assume_gil_acquired() };
+    let py = unsafe { Python::assume_attached() };
     resolve_new_stacks(py);
     0
 }

@@ -1,35 +1,97 @@
 //! Reading the current Python stack straight from CPython's interpreter frames.
 //!
 //! The public frame API (`PyEval_GetFrame`, `PyFrame_GetBack`) builds frame objects and so
-//! allocates, which would re-enter our hooks; instead each supported version describes
-//! where the few fields we need live ([`FrameLayout`]) and one walker reads them.
-//! Offsets were taken with `offsetof` against each version's `internal/pycore_frame.h`
-//! (LP64 targets), see `research/stack_capture.md`.
+//! allocates, which would re-enter our hooks; instead a [`FrameLayout`] says where the few
+//! fields we need live and one walker reads them. 3.11 and 3.12 export no table of their
+//! layout: their offsets were taken with `offsetof` against each version's
+//! `internal/pycore_frame.h` (LP64 targets, see `research/stack_capture.md`). From 3.13
+//! on, the layout is read once, at import, from the interpreter's own `_Py_DebugOffsets`
+//! (`table_layout`). Either way [`init`] checks it against the stack `sys._getframe`
+//! shows before any hook can use it.
 
+#[cfg(Py_3_13)]
+mod debug_offsets;
+mod first_traceable;
 mod frame_layout;
 #[cfg(not(Py_3_12))]
 mod py311;
 #[cfg(all(Py_3_12, not(Py_3_13)))]
 mod py312;
-#[cfg(all(Py_3_13, not(Py_3_14)))]
-mod py313;
+#[cfg(Py_3_13)]
+mod table_layout;
 
-#[cfg(not(Py_3_12))]
-use py311::LAYOUT;
-#[cfg(all(Py_3_12, not(Py_3_13)))]
-use py312::LAYOUT;
-#[cfg(all(Py_3_13, not(Py_3_14)))]
-use py313::LAYOUT;
+#[cfg(any(Py_3_16, not(target_pointer_width = "64")))]
+compile_error!("memtape supports CPython 3.11 to 3.15 on 64-bit platforms");
 
-#[cfg(any(Py_3_14, not(target_pointer_width = "64")))]
-compile_error!("memtape supports CPython 3.11, 3.12 and 3.13 on 64-bit platforms");
+#[cfg(Py_GIL_DISABLED)]
+compile_error!(
+    "memtape does not support free-threaded CPython builds (3.13t, 3.14t, 3.15t) yet: \
+     build it with the default (GIL) build of CPython 3.11 to 3.15"
+);
 
 use pyo3::ffi;
+use pyo3::prelude::*;
 
 pub(crate) use frame_layout::FrameLayout;
 
+#[cfg(not(Py_3_12))]
+use py311::LAYOUT as BUILT_IN;
+#[cfg(all(Py_3_12, not(Py_3_13)))]
+use py312::LAYOUT as BUILT_IN;
+
+/// This version's layout, written in (3.11, 3.12): the walk's offsets are constants.
+#[cfg(not(Py_3_13))]
+#[inline(always)]
+fn layout() -> Option<&'static FrameLayout> {
+    Some(&BUILT_IN)
+}
+
+/// The layout read by [`init`] (3.13+).
+#[cfg(Py_3_13)]
+static READ: std::sync::OnceLock<FrameLayout> = std::sync::OnceLock::new();
+
+/// This interpreter's layout, once [`init`] has read it (3.13+); nothing is walked before.
+#[cfg(Py_3_13)]
+#[inline(always)]
+fn layout() -> Option<&'static FrameLayout> {
+    READ.get()
+}
+
 /// The CPython version this build reads frames of, as `(major, minor)`.
-pub(crate) const BUILT_FOR: (u8, u8) = LAYOUT.version;
+#[cfg(not(Py_3_12))]
+pub(crate) const BUILT_FOR: (u8, u8) = (3, 11);
+#[cfg(all(Py_3_12, not(Py_3_13)))]
+pub(crate) const BUILT_FOR: (u8, u8) = (3, 12);
+#[cfg(Py_3_13)]
+pub(crate) const BUILT_FOR: (u8, u8) = table_layout::BUILT_FOR;
+
+/// Makes this interpreter's layout ready for the walk and checks it: at import, with the
+/// GIL held, before anything can be recorded. An error says why the frames of this
+/// interpreter cannot be read, and the import fails with it.
+pub(crate) fn init(py: Python<'_>) -> Result<(), String> {
+    #[cfg(Py_3_13)]
+    {
+        if READ.get().is_none() {
+            let read = table_layout::read(py)?;
+            let _ = READ.set(read);
+        }
+    }
+    #[cfg(not(Py_3_13))]
+    {
+        let l = &BUILT_IN;
+        let probed = first_traceable::find(py, l.code_adaptive)
+            .map_err(|e| format!("probing code objects failed: {e}"))?;
+        if probed != Some(l.code_firsttraceable) {
+            return Err(format!(
+                "_co_firsttraceable is not at offset {} of code objects (probed: {probed:?})",
+                l.code_firsttraceable
+            ));
+        }
+    }
+    layout_check::stack_matches(py)
+}
+
+mod layout_check;
 
 const FRAME_OWNED_BY_GENERATOR: u8 = 1;
 
@@ -157,8 +219,7 @@ fn find_in_chain(chain: &[ChainFrame], addr: usize) -> Option<usize> {
 /// frames ran when it was walked must still be alive (referenced by the recorder, or
 /// immortal like the interpreter's shim code).
 #[inline(always)]
-unsafe fn chain_unchanged(chain: &[ChainFrame], p: usize) -> bool {
-    let l = &LAYOUT;
+unsafe fn chain_unchanged(l: &FrameLayout, chain: &[ChainFrame], p: usize) -> bool {
     let Some(chain) = chain.get(..=p) else {
         return false;
     };
@@ -214,16 +275,15 @@ pub(crate) unsafe fn innermost_state(
     last: InnermostFrame,
     chain: &[ChainFrame],
 ) -> Innermost {
-    if tstate.is_null() {
+    let Some(l) = layout().filter(|_| !tstate.is_null()) else {
         return Innermost::Changed;
-    }
-    let l = &LAYOUT;
+    };
     // SAFETY: the caller's live thread state of this thread, whose frames cannot change
     // while we read them (see `walk`); `frame` is its current innermost frame, and
     // `chain[p]` is its live caller once `caller` is seen to equal it
     // (`chain_unchanged`'s precondition).
     unsafe {
-        let frame = innermost_frame(tstate);
+        let frame = innermost_frame(l, tstate);
         if frame as usize != last.addr {
             return Innermost::Changed;
         }
@@ -235,7 +295,7 @@ pub(crate) unsafe fn innermost_state(
         // The frames behind it: none when it has no caller (3.11's module frame: its
         // `previous` is null), else the chain, which ends at its caller.
         let behind_unchanged = match chain.len().checked_sub(1) {
-            Some(p) => chain[p].addr == caller && chain_unchanged(chain, p),
+            Some(p) => chain[p].addr == caller && chain_unchanged(l, chain, p),
             None => caller == 0,
         };
         if !behind_unchanged {
@@ -244,7 +304,7 @@ pub(crate) unsafe fn innermost_state(
         if instr == last.instr {
             return Innermost::Unchanged;
         }
-        let code: usize = read(frame, l.frame_code);
+        let code = l.untag(read(frame, l.frame_code));
         if code != last.code || instr < last.complete_from {
             return Innermost::Changed;
         }
@@ -261,8 +321,7 @@ pub(crate) unsafe fn innermost_state(
 /// # Safety
 /// As for [`walk`], with `tstate` not null.
 #[inline(always)]
-unsafe fn innermost_frame(tstate: *mut ffi::PyThreadState) -> *const u8 {
-    let l = &LAYOUT;
+unsafe fn innermost_frame(l: &FrameLayout, tstate: *mut ffi::PyThreadState) -> *const u8 {
     let ts = tstate.cast::<u8>().cast_const();
     // SAFETY: the caller's live thread state; the offsets are this version's.
     unsafe {
@@ -277,18 +336,23 @@ unsafe fn innermost_frame(tstate: *mut ffi::PyThreadState) -> *const u8 {
     }
 }
 
-/// Whether `frame` (owned `owner`) ends an interpreter activation going outward: 3.12+'s
-/// C-stack shim, or 3.11's entry frame (after that frame itself).
+/// Whether `frame` (owned `owner`, whose caller is `previous`) ends an interpreter
+/// activation going outward: 3.12+'s entry frame (owned by the interpreter; not 3.15's
+/// base frame, which has no caller), or 3.11's entry frame (after that frame itself).
 ///
 /// # Safety
 /// `frame` must be a live frame of the calling thread's chain.
 #[inline(always)]
-unsafe fn ends_activation(frame: *const u8, owner: u8) -> bool {
-    let l = &LAYOUT;
+unsafe fn ends_activation(
+    l: &FrameLayout,
+    frame: *const u8,
+    owner: u8,
+    previous: *const u8,
+) -> bool {
     match l.frame_is_entry {
         // SAFETY: the caller's live frame; `is_entry` is a bool inside it.
         Some(off) => unsafe { read::<u8>(frame, off) != 0 },
-        None => l.owner_cstack == Some(owner),
+        None => l.interpreter_owned(owner) && !(l.base_frame && previous.is_null()),
     }
 }
 
@@ -298,17 +362,22 @@ unsafe fn ends_activation(frame: *const u8, owner: u8) -> bool {
 /// # Safety
 /// As for [`walk`].
 pub(crate) unsafe fn count_activations(tstate: *mut ffi::PyThreadState) -> usize {
-    if tstate.is_null() {
+    let Some(l) = layout().filter(|_| !tstate.is_null()) else {
         return 0;
-    }
-    let l = &LAYOUT;
+    };
     let mut count = 0;
     // SAFETY: as in `walk`: a live thread state of this thread and its frame chain.
     unsafe {
-        let mut frame = innermost_frame(tstate);
+        let mut frame = innermost_frame(l, tstate);
         while !frame.is_null() {
-            count += usize::from(ends_activation(frame, read(frame, l.frame_owner)));
-            frame = read(frame, l.frame_previous);
+            let previous: *const u8 = read(frame, l.frame_previous);
+            count += usize::from(ends_activation(
+                l,
+                frame,
+                read(frame, l.frame_owner),
+                previous,
+            ));
+            frame = previous;
         }
     }
     count
@@ -326,23 +395,22 @@ pub(crate) unsafe fn walk_activations(
     out: &mut Vec<RawFrame>,
     ends: &mut Vec<usize>,
 ) {
-    if tstate.is_null() {
+    let Some(l) = layout().filter(|_| !tstate.is_null()) else {
         return;
-    }
-    let l = &LAYOUT;
+    };
     // SAFETY: as in `walk`.
     unsafe {
-        let mut frame = innermost_frame(tstate);
+        let mut frame = innermost_frame(l, tstate);
         #[allow(unused_unsafe)]
         let code_type = std::ptr::addr_of_mut!(ffi::PyCode_Type).cast::<ffi::PyTypeObject>();
         let mut innermost = true;
         while !frame.is_null() {
-            let code: *const u8 = read(frame, l.frame_code);
+            let code = l.untag(read(frame, l.frame_code)) as *const u8;
             let owner: u8 = read(frame, l.frame_owner);
             let next: *const u8 = read(frame, l.frame_previous);
             let instr: *const u8 = read(frame, l.frame_instr);
-            let ends_here = ends_activation(frame, owner);
-            let mut include = !code.is_null() && l.owner_cstack != Some(owner);
+            let ends_here = ends_activation(l, frame, owner, next);
+            let mut include = !code.is_null() && !l.interpreter_owned(owner);
             if include && innermost {
                 innermost = false;
                 if l.check_code_type && (*code.cast::<ffi::PyObject>()).ob_type != code_type {
@@ -399,9 +467,9 @@ pub(crate) unsafe fn walk(
         reused: None,
         innermost: None,
     };
-    if tstate.is_null() {
+    let Some(l) = layout().filter(|_| !tstate.is_null()) else {
         return none;
-    }
+    };
     // Frame j from the innermost is previous[m - 1 - j] when the depth is unchanged.
     let mut expect = previous.iter().rev();
     // Frames walked up to and including the outermost mismatch so far.
@@ -411,12 +479,11 @@ pub(crate) unsafe fn walk(
     let mut past = 0usize;
     let mut tried = false;
     let mut first: Option<InnermostFrame> = None;
-    let l = &LAYOUT;
     // SAFETY: the caller guarantees a live thread state owned by this thread; the offsets
     // are those of this CPython version's structs, and every pointer read is checked for
     // null before it is followed.
     unsafe {
-        let mut frame = innermost_frame(tstate);
+        let mut frame = innermost_frame(l, tstate);
         #[allow(unused_unsafe)]
         let code_type = std::ptr::addr_of_mut!(ffi::PyCode_Type).cast::<ffi::PyTypeObject>();
         // Only the innermost Python frame can be incomplete (still setting up, before its
@@ -430,7 +497,7 @@ pub(crate) unsafe fn walk(
                     tried = true;
                     // `frame` is live: it was reached from the thread's current frame;
                     // the chain's code objects are alive (caller).
-                    if chain_unchanged(chain, p) {
+                    if chain_unchanged(l, chain, p) {
                         return Walk {
                             same: Some(chain[p].included as usize),
                             reused: Some(p),
@@ -440,7 +507,7 @@ pub(crate) unsafe fn walk(
                 }
             }
             prefetch_callers(frame);
-            let code: *const u8 = read(frame, l.frame_code);
+            let code = l.untag(read(frame, l.frame_code)) as *const u8;
             let owner: u8 = read(frame, l.frame_owner);
             let next: *const u8 = read(frame, l.frame_previous);
             let instr: *const u8 = read(frame, l.frame_instr);
@@ -454,7 +521,7 @@ pub(crate) unsafe fn walk(
                     included: 0,
                 });
             }
-            if code.is_null() || l.owner_cstack == Some(owner) {
+            if code.is_null() || l.interpreter_owned(owner) {
                 frame = next;
                 continue;
             }

@@ -2,7 +2,6 @@
 use super::FrameLayout;
 
 pub(super) const LAYOUT: FrameLayout = FrameLayout {
-    version: (3, 11),
     tstate_cframe: Some(56),
     current_frame: 8,
     frame_code: 32,
@@ -11,7 +10,9 @@ pub(super) const LAYOUT: FrameLayout = FrameLayout {
     frame_owner: 69,
     code_adaptive: 184,
     code_firsttraceable: 168,
-    owner_cstack: None,
+    owner_interpreter: None,
     frame_is_entry: Some(68),
     check_code_type: false,
+    executable_tag_bits: 0,
+    base_frame: false,
 };

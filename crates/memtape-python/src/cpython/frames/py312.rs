@@ -2,7 +2,6 @@
 use super::FrameLayout;
 
 pub(super) const LAYOUT: FrameLayout = FrameLayout {
-    version: (3, 12),
     tstate_cframe: Some(56),
     current_frame: 0,
     frame_code: 0,
@@ -11,7 +10,9 @@ pub(super) const LAYOUT: FrameLayout = FrameLayout {
     frame_owner: 70,
     code_adaptive: 192,
     code_firsttraceable: 176,
-    owner_cstack: Some(3),
+    owner_interpreter: Some(3),
     frame_is_entry: None,
     check_code_type: false,
+    executable_tag_bits: 0,
+    base_frame: false,
 };

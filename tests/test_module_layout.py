@@ -26,6 +26,7 @@ PIPELINES: dict[str, list[str]] = {
         "cpython",  # reading CPython: thread state, code objects
         "cpython/frames",  # reading CPython: each version's interpreter frames
         "cpython/thread_state",  # reading CPython: the current thread state
+        "arch",  # what differs between processor architectures
     ],
     "crates/memtape-core/src": [
         "",

@@ -22,10 +22,16 @@ def _check_interpreter() -> None:
             f"{sys.implementation.name} {sys.version.split()[0]}. "
             "Run memtape with one of the supported interpreters."
         )
-    if getattr(sys, "_is_gil_enabled", lambda: True)() is False:
+    # A free-threaded build says so in its ABI flags ("t", as in python3.14t), whether or
+    # not its GIL was turned back on (PYTHON_GIL=1).
+    free_threaded = "t" in getattr(sys, "abiflags", "")
+    if free_threaded or getattr(sys, "_is_gil_enabled", lambda: True)() is False:
         raise ImportError(
-            "memtape does not support free-threaded CPython builds yet; "
-            "use the default (GIL) build of CPython 3.11, 3.12 or 3.13."
+            "memtape does not support free-threaded CPython builds (3.13t, 3.14t, 3.15t) "
+            f"yet; this is {sys.version.split()[0]} with ABI flags "
+            f"{getattr(sys, 'abiflags', '')!r}. Use the default (GIL) build of CPython "
+            f"{SUPPORTED_PYTHONS[0][0]}.{SUPPORTED_PYTHONS[0][1]} to "
+            f"{SUPPORTED_PYTHONS[-1][0]}.{SUPPORTED_PYTHONS[-1][1]}."
         )
 
 

@@ -5,8 +5,10 @@
 // In the order an event travels: it enters through an interception (`intercept`,
 // `native`), has its stack captured and is recorded (`record`, reading CPython through
 // `cpython` and the thread's state through `thread`), and leaves through a sink (`sinks`);
-// `session` starts, drains and stops recordings and `api` is what Python calls.
+// `session` starts, drains and stops recordings and `api` is what Python calls; `arch`
+// holds what differs between processor architectures.
 mod api;
+mod arch;
 mod cpython;
 mod intercept;
 mod native;
@@ -70,6 +72,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         api::tracemalloc_api::_reads_thread_state_directly,
         m
     )?)?;
+    m.add_function(wrap_pyfunction!(api::tracemalloc_api::_frame_layout, m)?)?;
     m.add_function(wrap_pyfunction!(
         session::launcher_frames::_hide_launcher_frames,
         m

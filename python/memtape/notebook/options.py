@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 
 
 class _Parser(argparse.ArgumentParser):
     """Mistakes become IPython's UsageError (a one-line message), not an exit."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        # The usage goes into a UsageError's plain text: never the terminal colours that
+        # argparse adds from 3.14 on.
+        if sys.version_info >= (3, 14):
+            kwargs.setdefault("color", False)
+        super().__init__(**kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}\n{self.format_usage().rstrip()}")

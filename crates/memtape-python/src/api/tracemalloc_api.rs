@@ -187,3 +187,16 @@ pub(crate) fn _take_trace_set(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 pub(crate) fn _reads_thread_state_directly() -> bool {
     thread_state::read_directly()
 }
+
+/// The frame layout memtape reads (field -> offset, and where it came from); for tests.
+#[pyfunction]
+pub(crate) fn _frame_layout(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    let out = pyo3::types::PyDict::new(py);
+    if let Some((source, fields)) = crate::cpython::frames::describe() {
+        out.set_item("source", source)?;
+        for (name, offset) in fields {
+            out.set_item(name, offset)?;
+        }
+    }
+    Ok(out)
+}

@@ -144,7 +144,8 @@ pub(crate) fn free_recording() -> Option<Option<&'static HookThread>> {
     if !hooks_active() {
         return None;
     }
-    let thread = hook_mode::thread();
+    // Inside the thread's first touch of memtape's thread-locals: touch nothing.
+    let thread = hook_mode::lookup().ok()?;
     // A thread being torn down (no state) is like one in memtape's own work.
     match thread {
         Some(t) if !t.mode().records_frees() => None,

@@ -3,10 +3,12 @@
 //!
 //! Re-entrancy: a destructor-free thread-local flag (reading it never allocates or
 //! registers anything) is set for the whole hook, real call included, so whatever the
-//! hook itself reaches (the first touch of the hook state registering its destructor
-//! through libc's `calloc`, the recorder's own work, a signal handler that allocates
-//! while libc's allocator holds its lock) passes straight through. The PEP 445 hooks and the
-//! NumPy handler mark their thread `InAllocHook` around the allocator they wrap, so the
+//! hook itself reaches (the recorder's own work, a signal handler that allocates while
+//! libc's allocator holds its lock) passes straight through. It is touched only once the
+//! thread's thread-locals exist: a hook inside the thread's first touch of them (the
+//! loader's `malloc` for their block, or their destructor's registration through
+//! `calloc`) touches nothing and passes straight through (`thread::first_touch`). The
+//! PEP 445 hooks and the NumPy handler mark their thread `InAllocHook` around the allocator they wrap, so the
 //! `malloc`/`mmap` beneath a Python or NumPy block is not recorded a second time.
 
 use std::cell::Cell;
@@ -45,7 +47,7 @@ pub(crate) fn hook_addresses() -> [usize; f::COUNT] {
 
 thread_local! {
     // No destructor: touching it never registers anything, so it is safe from inside any
-    // hook, including the registration of another thread-local's destructor.
+    // hook once the thread's thread-locals exist.
     static IN_HOOK: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -64,17 +66,17 @@ impl Drop for Inside {
 /// thread is torn down).
 #[inline(always)]
 pub(crate) fn enter() -> Option<(Inside, Option<&'static HookThread>)> {
-    let inside = guard()?;
-    Some((inside, hook_mode::thread()))
-}
-
-/// Marks the thread as inside a native hook, unless tracing is off or it already is.
-#[inline(always)]
-fn guard() -> Option<Inside> {
-    if !ACTIVE.load(Ordering::Relaxed) || IN_HOOK.replace(true) {
+    if !ACTIVE.load(Ordering::Relaxed) {
         return None;
     }
-    Some(Inside(()))
+    // The thread's state first: inside the thread's first touch of memtape's
+    // thread-locals (which may allocate through this very hook, see
+    // `thread::first_touch`) no thread-local may be touched, `IN_HOOK` included.
+    let thread = hook_mode::lookup().ok()?;
+    if IN_HOOK.replace(true) {
+        return None;
+    }
+    Some((Inside(()), thread))
 }
 
 /// Runs an allocation and records its block when the thread is in ordinary code.
@@ -354,6 +356,6 @@ unsafe extern "C" fn mremap(
 #[inline(always)]
 pub(crate) fn beneath_wrapper<R>(call: impl FnOnce() -> R) -> R {
     // Held (when taken) until `call` has returned.
-    let _inside = guard();
+    let _inside = enter();
     call()
 }

@@ -69,6 +69,8 @@ pub(crate) struct Slot {
     pub(crate) image: (usize, usize),
     /// The object's RELRO range: the slot is read-only there.
     pub(crate) relro: Option<(usize, usize)>,
+    /// A slot of memtape's own object: never pointed at a hook.
+    pub(crate) ours: bool,
 }
 
 struct Walk<'a> {
@@ -88,7 +90,8 @@ fn skipped(name: &[u8]) -> bool {
 }
 
 /// Every `JUMP_SLOT`/`GLOB_DAT` slot whose symbol is one of `names`, in every loaded
-/// object except memtape's own, the dynamic linker and the vdso.
+/// object except the dynamic linker and the vdso; memtape's own are marked
+/// ([`Slot::ours`]).
 pub(crate) fn find(names: &[&CStr]) -> Vec<Slot> {
     let mut walk = Walk {
         names,
@@ -160,11 +163,9 @@ unsafe extern "C" fn visit(
         let Some(l) = layout(info) else {
             return 0;
         };
-        if (l.image.0..l.image.1).contains(&walk.ours) {
-            return 0;
-        }
+        let ours = (l.image.0..l.image.1).contains(&walk.ours);
         if let Some(dynamic) = l.dynamic {
-            scan(walk, l.base, l.image, l.relro, dynamic);
+            scan(walk, l.base, l.image, l.relro, dynamic, ours);
         }
         0
     }
@@ -178,6 +179,7 @@ unsafe fn scan(
     image: (usize, usize),
     relro: Option<(usize, usize)>,
     dynamic: *const Dyn,
+    ours: bool,
 ) {
     let (mut strtab, mut symtab) = (0usize, 0usize);
     let (mut jmprel, mut jmprelsz, mut rela, mut relasz) = (0usize, 0usize, 0usize, 0usize);
@@ -241,6 +243,7 @@ unsafe fn scan(
                     base,
                     image,
                     relro,
+                    ours,
                 });
             }
         }
@@ -268,4 +271,9 @@ pub(crate) fn loaded_images() -> Vec<(usize, (usize, usize))> {
     // SAFETY: `collect` only reads what the loader passes; `out` outlives the call.
     unsafe { libc::dl_iterate_phdr(Some(collect), std::ptr::from_mut(&mut out).cast()) };
     out
+}
+
+/// The mapped range of the main program (the first object the loader reports).
+pub(crate) fn main_image() -> Option<(usize, usize)> {
+    loaded_images().first().map(|&(_, image)| image)
 }

@@ -76,12 +76,21 @@ unsafe fn read(slot: &Slot) -> usize {
     unsafe { (*(slot.addr as *const AtomicUsize)).load(Ordering::Acquire) }
 }
 
-/// Whether a slot holding `current` may be pointed at our hook for `real`.
-fn patchable(slot: &Slot, current: usize, real: usize, hook: usize, global: usize) -> bool {
+/// Whether a slot holding `current` may be pointed at our hook for `real`. `stub` is the
+/// executable's PLT stub for the name when the name resolves to it (see
+/// [`canonical_stubs`]): a slot holding it calls `real` too.
+fn patchable(
+    slot: &Slot,
+    current: usize,
+    real: usize,
+    hook: usize,
+    global: usize,
+    stub: Option<usize>,
+) -> bool {
     if current == hook || real == 0 {
         return false;
     }
-    if current == real {
+    if current == real || Some(current) == stub {
         return true;
     }
     // Not bound yet: the slot points into its own object (the PLT stub), and the symbol
@@ -100,13 +109,26 @@ pub(crate) fn patch_all(
     hooks: &[usize],
     globals: &[usize],
 ) {
-    for slot in elf_slots::find(names) {
+    let slots = elf_slots::find(names);
+    let stubs = canonical_stubs(&slots, reals, hooks, globals);
+    for slot in slots {
         let (real, hook) = (reals[slot.which], hooks[slot.which]);
         // SAFETY: `find` returned the slot of an object that was loaded during the walk;
         // objects are unloaded only by dlclose, which the program does not race with its
         // own loading of memtape's tracing (and a slot's page stays mapped until then).
         let current = unsafe { read(&slot) };
-        if !patchable(&slot, current, real, hook, globals[slot.which]) {
+        let (global, stub) = (globals[slot.which], stubs[slot.which]);
+        if slot.ours {
+            // memtape's own calls never reach its hooks: bound to the executable's stub,
+            // they would, through the executable's slot. Bound to libc's function itself
+            // they call the same code. Left so at stop.
+            if stub.is_some_and(|s| s == current) {
+                // SAFETY: as above.
+                unsafe { write(&slot, real) };
+            }
+            continue;
+        }
+        if !patchable(&slot, current, real, hook, global, stub) {
             continue;
         }
         // SAFETY: as above.
@@ -118,6 +140,34 @@ pub(crate) fn patch_all(
             });
         }
     }
+}
+
+/// For each name, the executable's PLT stub when the name resolves to it: an executable
+/// that takes a libc function's address (Debian's `python3.X`, with libpython linked in)
+/// exports its PLT stub as that function, the "canonical" address every other object's
+/// slot is bound to, and the stub jumps through the executable's own slot. Known from a
+/// slot of the executable holding `real` or our hook (so the executable imports the name
+/// and cannot define it) while the name resolves inside the executable.
+fn canonical_stubs(
+    slots: &[Slot],
+    reals: &[usize],
+    hooks: &[usize],
+    globals: &[usize],
+) -> Vec<Option<usize>> {
+    let mut stubs = vec![None; reals.len()];
+    let Some(main) = elf_slots::main_image() else {
+        return stubs;
+    };
+    for slot in slots.iter().filter(|s| s.image == main) {
+        let (real, hook, global) = (reals[slot.which], hooks[slot.which], globals[slot.which]);
+        // SAFETY: as in `patch_all`: a slot of the loaded executable.
+        let current = unsafe { read(slot) };
+        let imported = real != 0 && (current == real || current == hook);
+        if imported && global != real && (main.0..main.1).contains(&global) {
+            stubs[slot.which] = Some(global);
+        }
+    }
+    stubs
 }
 
 /// Writes the original function back into every slot that still holds our hook and

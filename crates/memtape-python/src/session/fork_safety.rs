@@ -38,6 +38,7 @@ extern "C" fn after_in_parent() {
 extern "C" fn after_in_child() {
     // First: the parent's other threads are gone, and their entries with them.
     crate::thread::thread_table::forget_all_in_child();
+    crate::thread::first_touch::forget_all_in_child();
     // The child's thread has its own id; the cached one is the forking parent thread's.
     crate::thread::thread_id::forget();
     if let Some(t) = hook_mode::thread() {

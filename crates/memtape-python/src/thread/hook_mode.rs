@@ -5,6 +5,7 @@
 
 use std::cell::{Cell, RefCell};
 
+use super::first_touch::{self, Busy};
 use super::thread_capture::ThreadCapture;
 use super::thread_clock::ThreadClock;
 use super::thread_id::thread_token;
@@ -141,6 +142,14 @@ enum Touch {
 /// destructor is registered once).
 #[inline(always)]
 pub(crate) fn thread() -> Option<&'static HookThread> {
+    lookup().unwrap_or(None)
+}
+
+/// [`thread`], telling apart a thread whose state is gone (`Ok(None)`: torn down, its
+/// thread-locals still usable) from one inside its first touch of the thread-locals
+/// (`Err`, see [`first_touch`]): a hook must then touch no thread-local at all.
+#[inline(always)]
+pub(crate) fn lookup() -> Result<Option<&'static HookThread>, Busy> {
     let token = thread_token();
     if let Some(found) = thread_table::find(token) {
         // SAFETY: the table returns only what this thread stored in
@@ -148,7 +157,7 @@ pub(crate) fn thread() -> Option<&'static HookThread> {
         // destructors, and whose destructor clears the entry first. `HookThread` is
         // neither Send nor Sync (Cell/RefCell), so the reference cannot leave this
         // thread; callers use it within one hook call.
-        return Some(unsafe { found.cast::<HookThread>().as_ref() });
+        return Ok(Some(unsafe { found.cast::<HookThread>().as_ref() }));
     }
     thread_local_state(token)
 }
@@ -167,7 +176,9 @@ pub(crate) fn tstate_if_holding_gil(thread: Option<&HookThread>) -> *mut pyo3::f
 /// [`thread`] through the thread-locals, remembering the state in the table.
 #[cold]
 #[inline(never)]
-fn thread_local_state(token: usize) -> Option<&'static HookThread> {
+fn thread_local_state(token: usize) -> Result<Option<&'static HookThread>, Busy> {
+    // Before any thread-local is touched: the first touch may allocate (see `first_touch`).
+    let _claim = first_touch::claim(token)?;
     let touch = READY.get();
     let t = if touch == Touch::Done {
         state()
@@ -177,7 +188,7 @@ fn thread_local_state(token: usize) -> Option<&'static HookThread> {
     if let Some(t) = t {
         thread_table::remember(token, std::ptr::NonNull::from(t).cast());
     }
-    t
+    Ok(t)
 }
 
 #[inline(always)]

@@ -2,6 +2,7 @@
 //! guard) with its stack-capture cache in one thread-local, found by thread pointer
 //! through a table, its small id, and its last reading of the event clock.
 
+pub(crate) mod first_touch;
 pub(crate) mod hook_mode;
 pub(crate) mod thread_capture;
 pub(crate) mod thread_clock;

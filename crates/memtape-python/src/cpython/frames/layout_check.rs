@@ -4,17 +4,20 @@
 //! a tag not cleared or an owner misjudged fails here, at import, with a message, instead
 //! of in a hook.
 
-use pyo3::ffi;
 use pyo3::prelude::*;
 
-use super::RawFrame;
+use super::raw_frame::RawFrame;
 
 /// How many frames are compared at most.
 const DEPTH: usize = 64;
 
 /// The stack as `sys._getframe` shows it: each frame's code object and instruction
-/// offset (code units), innermost first.
-fn shown(py: Python<'_>) -> PyResult<Vec<RawFrame>> {
+/// offset (code units), innermost first, at most [`DEPTH`] frames.
+pub(super) fn shown(py: Python<'_>) -> Result<Vec<RawFrame>, String> {
+    shown_frames(py).map_err(|e| format!("sys._getframe failed: {e}"))
+}
+
+fn shown_frames(py: Python<'_>) -> PyResult<Vec<RawFrame>> {
     let sys = py.import("sys")?;
     let mut frames = Vec::new();
     let mut frame = match sys.call_method1("_getframe", (0,)) {
@@ -35,22 +38,16 @@ fn shown(py: Python<'_>) -> PyResult<Vec<RawFrame>> {
     Ok(frames)
 }
 
-/// Whether the walk reads the stack `sys._getframe` shows; an error says what differs.
-pub(super) fn stack_matches(py: Python<'_>) -> Result<(), String> {
-    let shown = shown(py).map_err(|e| format!("sys._getframe failed: {e}"))?;
-    // SAFETY: the GIL is held (proved by `py`), so this thread has a thread state.
-    let tstate = unsafe { ffi::PyThreadState_Get() };
-    let mut walked = Vec::new();
-    // SAFETY: this thread's own thread state with the GIL held; no chain of earlier walks
-    // is given, so no code object of one needs to be alive.
-    unsafe { super::walk(tstate, &mut walked, &[], &[], &mut Vec::new()) };
-    walked.truncate(DEPTH);
+/// Whether the walk (`walked`, innermost first) read the stack `sys._getframe` showed;
+/// an error says what differs.
+pub(super) fn same_stack(walked: &[RawFrame], shown: &[RawFrame]) -> Result<(), String> {
+    let walked = &walked[..walked.len().min(DEPTH)];
     if walked == shown {
         return Ok(());
     }
     let at = walked
         .iter()
-        .zip(&shown)
+        .zip(shown)
         .position(|(w, s)| w != s)
         .unwrap_or(walked.len().min(shown.len()));
     Err(format!(

@@ -13,10 +13,12 @@
 mod debug_offsets;
 mod first_traceable;
 mod frame_layout;
+mod layout_check;
 #[cfg(not(Py_3_12))]
 mod py311;
 #[cfg(all(Py_3_12, not(Py_3_13)))]
 mod py312;
+mod raw_frame;
 #[cfg(Py_3_13)]
 mod table_layout;
 
@@ -33,6 +35,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 pub(crate) use frame_layout::FrameLayout;
+pub(crate) use raw_frame::RawFrame;
 
 #[cfg(not(Py_3_12))]
 use py311::LAYOUT as BUILT_IN;
@@ -65,6 +68,31 @@ pub(crate) const BUILT_FOR: (u8, u8) = (3, 12);
 #[cfg(Py_3_13)]
 pub(crate) const BUILT_FOR: (u8, u8) = table_layout::BUILT_FOR;
 
+/// The layout in use, field by field (offsets in bytes; `None` where this version has no
+/// such field), and where it came from: for tests, which compare it with `offsetof`.
+pub(crate) fn describe() -> Option<(&'static str, Vec<(&'static str, Option<usize>)>)> {
+    let l = layout()?;
+    let source = if cfg!(Py_3_13) {
+        "_Py_DebugOffsets"
+    } else {
+        "built in"
+    };
+    Some((
+        source,
+        vec![
+            ("tstate_cframe", l.tstate_cframe),
+            ("current_frame", Some(l.current_frame)),
+            ("frame_code", Some(l.frame_code)),
+            ("frame_previous", Some(l.frame_previous)),
+            ("frame_instr", Some(l.frame_instr)),
+            ("frame_owner", Some(l.frame_owner)),
+            ("frame_is_entry", l.frame_is_entry),
+            ("code_adaptive", Some(l.code_adaptive)),
+            ("code_firsttraceable", Some(l.code_firsttraceable)),
+        ],
+    ))
+}
+
 /// Makes this interpreter's layout ready for the walk and checks it: at import, with the
 /// GIL held, before anything can be recorded. An error says why the frames of this
 /// interpreter cannot be read, and the import fails with it.
@@ -88,20 +116,17 @@ pub(crate) fn init(py: Python<'_>) -> Result<(), String> {
             ));
         }
     }
-    layout_check::stack_matches(py)
+    let shown = layout_check::shown(py)?;
+    // SAFETY: the GIL is held (proved by `py`), so this thread has a thread state.
+    let tstate = unsafe { ffi::PyThreadState_Get() };
+    let mut walked = Vec::new();
+    // SAFETY: this thread's own thread state with the GIL held; no chain of earlier walks
+    // is given, so no code object of one needs to be alive.
+    unsafe { walk(tstate, &mut walked, &[], &[], &mut Vec::new()) };
+    layout_check::same_stack(&walked, &shown)
 }
-
-mod layout_check;
 
 const FRAME_OWNED_BY_GENERATOR: u8 = 1;
-
-/// One Python frame: the code object's address and the instruction offset (CPython's
-/// `lasti`, in code units; `PyCode_Addr2Line(code, lasti * 2)` gives its line).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct RawFrame {
-    pub(crate) code: usize,
-    pub(crate) lasti: i32,
-}
 
 /// # Safety
 /// `base + offset` must be a readable, aligned `T` inside a live object.
@@ -573,4 +598,34 @@ pub(crate) unsafe fn walk(
         reused: None,
         innermost: first,
     }
+}
+
+/// An address inside the C stack frame of the innermost interpreter activation
+/// (`_PyEval_EvalFrameDefault` call) of `tstate`: the `_PyCFrame` it declares (3.11, 3.12:
+/// `tstate->cframe`) or its entry frame (3.13+: the innermost frame the interpreter owns,
+/// other than 3.15's base frame). What tells that activation's frame apart in a native
+/// stack whose symbols do not (a compiler that splits the function in two).
+///
+/// # Safety
+/// As for [`walk`].
+pub(crate) unsafe fn innermost_activation_marker(tstate: *mut ffi::PyThreadState) -> Option<usize> {
+    let l = layout().filter(|_| !tstate.is_null())?;
+    let ts = tstate.cast::<u8>().cast_const();
+    // SAFETY: as in `walk`: a live thread state of this thread and its frame chain.
+    unsafe {
+        if let Some(off) = l.tstate_cframe {
+            let cframe: usize = read(ts, off);
+            return (cframe != 0).then_some(cframe);
+        }
+        let mut frame = innermost_frame(l, tstate);
+        while !frame.is_null() {
+            let owner: u8 = read(frame, l.frame_owner);
+            let previous: *const u8 = read(frame, l.frame_previous);
+            if ends_activation(l, frame, owner, previous) {
+                return Some(frame as usize);
+            }
+            frame = previous;
+        }
+    }
+    None
 }

@@ -66,7 +66,6 @@ impl Getter {
 
     /// The word at `address` (a GOT entry the getter's code loads), if it is one of the
     /// getter's own object.
-    #[cfg(not(Py_3_12))]
     pub(super) fn read_word(&self, address: usize) -> Option<usize> {
         // SAFETY: an aligned word inside the getter's loaded object (checked): its GOT,
         // mapped and readable.

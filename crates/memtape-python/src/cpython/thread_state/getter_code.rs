@@ -1,5 +1,5 @@
-//! The two shapes of the getter's code that [`super::locate`] knows (x86-64), decoded
-//! into the address each loads. Plain byte reading, built for every version so that its
+//! The shapes of the getter's code that [`super::locate`] knows (x86-64), decoded into
+//! where each loads from. Plain byte reading, built for every version so that its
 //! tests run wherever the crate's do; the version in use takes one of them.
 
 /// The address of the word that a function of one of these shapes (x86-64) returns:
@@ -66,6 +66,46 @@ pub(super) fn decode_tls_index(code: &[u8], at: usize) -> Option<usize> {
     let disp = i32::from_le_bytes(after.get(..4)?.try_into().ok()?);
     after[4..].strip_prefix(&CALL)?;
     Some((at + LEA_RIP_RDI.len() + 4).wrapping_add_signed(disp as isize))
+}
+
+/// The offset from the thread pointer of the word that a getter of one of these shapes
+/// (x86-64) returns, the thread-local being in static TLS:
+///
+/// ```text
+/// [endbr64] mov %fs:disp32,%rax                                    ; ret  (local exec)
+/// [endbr64] mov disp(%rip),%rax ; mov %fs:(%rax),%rax              ; ret  (initial exec)
+/// ```
+///
+/// The first is the getter of an executable that defines the thread-local itself
+/// (Debian's `python3.X`, with libpython linked in); the second loads the offset from the
+/// GOT, read with `read_word`. `code` is the getter's first bytes, found at `at`.
+#[cfg_attr(not(all(Py_3_12, target_arch = "x86_64")), allow(dead_code))]
+pub(super) fn decode_tp_offset(
+    code: &[u8],
+    at: usize,
+    read_word: impl Fn(usize) -> Option<usize>,
+) -> Option<isize> {
+    const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
+    const MOV_FS_ABS_RAX: [u8; 5] = [0x64, 0x48, 0x8b, 0x04, 0x25];
+    const MOV_RIP_RAX: [u8; 3] = [0x48, 0x8b, 0x05];
+    const MOV_FS_RAX_RAX: [u8; 4] = [0x64, 0x48, 0x8b, 0x00];
+    const RET: u8 = 0xc3;
+    let (code, at) = match code.strip_prefix(&ENDBR64) {
+        Some(rest) => (rest, at + ENDBR64.len()),
+        None => (code, at),
+    };
+    if let Some(after) = code.strip_prefix(&MOV_FS_ABS_RAX) {
+        let disp = i32::from_le_bytes(after.get(..4)?.try_into().ok()?);
+        return (after.get(4) == Some(&RET)).then_some(disp as isize);
+    }
+    let after = code.strip_prefix(&MOV_RIP_RAX)?;
+    let disp = i32::from_le_bytes(after.get(..4)?.try_into().ok()?);
+    let rest = after[4..].strip_prefix(&MOV_FS_RAX_RAX)?;
+    if rest.first() != Some(&RET) {
+        return None;
+    }
+    let got = (at + MOV_RIP_RAX.len() + 4).wrapping_add_signed(disp as isize);
+    Some(read_word(got)? as isize)
 }
 
 #[cfg(test)]
@@ -137,6 +177,42 @@ mod tests {
             decode_tls_index(&with_endbr, 0x1000),
             Some(0x1000 + 8 + 8 + 0x100)
         );
+    }
+
+    #[test]
+    fn the_local_exec_load() {
+        // endbr64 ; mov %fs:0xffffffffffffffe8,%rax ; ret (Debian's python3.14)
+        let code = [
+            0xf3, 0x0f, 0x1e, 0xfa, 0x64, 0x48, 0x8b, 0x04, 0x25, 0xe8, 0xff, 0xff, 0xff, 0xc3,
+        ];
+        assert_eq!(decode_tp_offset(&code, AT, |_| None), Some(-0x18));
+    }
+
+    #[test]
+    fn the_initial_exec_load_through_the_got() {
+        // mov 0x20(%rip),%rax ; mov %fs:(%rax),%rax ; ret
+        let code = [
+            0x48, 0x8b, 0x05, 0x20, 0, 0, 0, 0x64, 0x48, 0x8b, 0x00, 0xc3,
+        ];
+        let got = AT + 7 + 0x20;
+        let read = |a: usize| (a == got).then_some((-0x40isize) as usize);
+        assert_eq!(decode_tp_offset(&code, AT, read), Some(-0x40));
+    }
+
+    #[test]
+    fn other_code_is_not_a_thread_pointer_load() {
+        // the load without its ret
+        let code = [0x64, 0x48, 0x8b, 0x04, 0x25, 0xe8, 0xff, 0xff, 0xff, 0x90];
+        assert_eq!(decode_tp_offset(&code, AT, |_| None), None);
+        // 3.11's shape: a load from the runtime, not through %fs
+        let code = [0x48, 0x8b, 0x05, 0, 0, 0, 0, 0x48, 0x8b, 0x40, 0x18, 0xc3];
+        assert_eq!(decode_tp_offset(&code, AT, |_| Some(0)), None);
+        // the general dynamic sequence
+        let code = [
+            0x66, 0x48, 0x8d, 0x3d, 0, 1, 0, 0, 0x66, 0x66, 0x48, 0xe8, 0, 0, 0, 0,
+        ];
+        assert_eq!(decode_tp_offset(&code, AT, |_| None), None);
+        assert_eq!(decode_tp_offset(&[0x64, 0x48], AT, |_| None), None);
     }
 
     #[test]

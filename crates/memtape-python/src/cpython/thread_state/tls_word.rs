@@ -1,13 +1,17 @@
 //! Libpython's thread-local holding the current thread state (3.12 and later, x86-64),
-//! whose address `__tls_get_addr` gives each thread.
+//! whose address each thread asks once: from `__tls_get_addr` where libpython is a shared
+//! library (the general dynamic model), or from the thread pointer where the thread-local
+//! is in static TLS (an executable with libpython linked in, such as Debian's
+//! `python3.X`: the local- or initial-exec model).
 
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicPtr, AtomicU8, Ordering};
 
 use pyo3::ffi;
 
 use super::getter::{call_unchecked_get, Getter};
-use super::getter_code::decode_tls_index;
+use super::getter_code::{decode_tls_index, decode_tp_offset};
 use super::state_word::StateWord;
+use crate::arch::thread_pointer;
 
 /// The argument of `__tls_get_addr`: a module's TLS id and the offset in its block.
 #[repr(C)]
@@ -21,19 +25,46 @@ extern "C" {
     fn __tls_get_addr(index: *const TlsIndex) -> *mut u8;
 }
 
-/// Libpython's index of the thread-local (in its GOT) once [`locate`] has found and
-/// checked it; null until then.
-static INDEX: AtomicPtr<TlsIndex> = AtomicPtr::new(std::ptr::null_mut());
-
-pub(super) fn located() -> bool {
-    !INDEX.load(Ordering::Acquire).is_null()
+/// How the thread-local's address is found, once [`locate`] has found and checked it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Access {
+    Unknown = 0,
+    /// `__tls_get_addr(INDEX)`.
+    Dynamic = 1,
+    /// The thread pointer plus `TP_OFFSET`.
+    ThreadPointer = 2,
 }
 
-/// The calling thread's address of the thread-local that `index` names.
-fn address(index: *const TlsIndex) -> usize {
-    // SAFETY: `index` is libpython's own index of the thread-local (checked by
-    // `locate`); the getter makes this very call on every use.
-    unsafe { __tls_get_addr(index) as usize }
+static ACCESS: AtomicU8 = AtomicU8::new(Access::Unknown as u8);
+/// Libpython's index of the thread-local (in its GOT), for [`Access::Dynamic`].
+static INDEX: AtomicPtr<TlsIndex> = AtomicPtr::new(std::ptr::null_mut());
+/// The thread-local's offset from the thread pointer, for [`Access::ThreadPointer`].
+static TP_OFFSET: AtomicIsize = AtomicIsize::new(0);
+
+fn access() -> Access {
+    match ACCESS.load(Ordering::Acquire) {
+        1 => Access::Dynamic,
+        2 => Access::ThreadPointer,
+        _ => Access::Unknown,
+    }
+}
+
+pub(super) fn located() -> bool {
+    access() != Access::Unknown
+}
+
+/// The calling thread's address of the thread-local, found the way `how` says.
+fn address(how: Access) -> Option<usize> {
+    match how {
+        Access::Unknown => None,
+        // SAFETY: libpython's own index of the thread-local (checked by `locate`); the
+        // getter makes this very call on every use.
+        Access::Dynamic => Some(unsafe { __tls_get_addr(INDEX.load(Ordering::Acquire)) as usize }),
+        Access::ThreadPointer => {
+            Some(thread_pointer().wrapping_add_signed(TP_OFFSET.load(Ordering::Acquire)))
+        }
+    }
 }
 
 /// The current thread state held at `at`.
@@ -53,18 +84,18 @@ pub(super) unsafe fn read(at: usize) -> *mut ffi::PyThreadState {
 #[inline(never)]
 pub(super) fn ask_and_get(word: &StateWord) -> *mut ffi::PyThreadState {
     let called = call_unchecked_get();
-    let index = INDEX.load(Ordering::Acquire);
-    if !word.asked() && !index.is_null() {
-        let at = address(index);
-        // SAFETY: `at` was just given by `address` on this thread.
-        let held = unsafe { read(at) };
-        word.keep((held == called).then_some(at));
+    if !word.asked() {
+        if let Some(at) = address(access()) {
+            // SAFETY: `at` was just given by `address` on this thread.
+            let held = unsafe { read(at) };
+            word.keep((held == called).then_some(at));
+        }
     }
     called
 }
 
-/// Finds the getter's index and keeps it when the address it gives holds what `call`
-/// (the getter) returns, with the GIL held.
+/// Finds how the getter reaches the thread-local and keeps it when the address it gives
+/// holds what `call` (the getter) returns, with the GIL held.
 pub(super) fn locate(call: fn() -> *mut ffi::PyThreadState) {
     if located() {
         return;
@@ -72,18 +103,36 @@ pub(super) fn locate(call: fn() -> *mut ffi::PyThreadState) {
     let Some(getter) = Getter::find() else {
         return;
     };
-    let Some(index) = decode_tls_index(getter.code(), getter.at) else {
+    let code = getter.code();
+    let how = if let Some(index) = decode_tls_index(code, getter.at) {
+        // Both words of the index lie in the getter's object (its GOT).
+        if !getter.holds_word(index) || !getter.holds_word(index + 8) {
+            return;
+        }
+        INDEX.store(index as *mut TlsIndex, Ordering::Release);
+        Access::Dynamic
+    } else if let Some(offset) = decode_tp_offset(code, getter.at, |a| getter.read_word(a)) {
+        // x86-64 keeps static TLS just below the thread pointer (TLS variant II).
+        if !(-(1 << 20)..0).contains(&offset) {
+            return;
+        }
+        TP_OFFSET.store(offset, Ordering::Release);
+        Access::ThreadPointer
+    } else {
         return;
     };
-    // Both words of the index lie in the getter's object (its GOT).
-    if !getter.holds_word(index) || !getter.holds_word(index + 8) {
+    let Some(at) = address(how) else {
+        return;
+    };
+    if at % std::mem::align_of::<usize>() != 0 {
         return;
     }
-    let index = index as *mut TlsIndex;
-    // SAFETY: the address `address` gives on this thread.
-    let held = unsafe { read(address(index)) };
+    // SAFETY: the address `address` gives on this thread for the way just decoded; a
+    // thread pointer offset names a word of this thread's static TLS block, and an index
+    // one of its dynamic blocks.
+    let held = unsafe { read(at) };
     let called = call();
     if !called.is_null() && held == called {
-        INDEX.store(index, Ordering::Release);
+        ACCESS.store(how as u8, Ordering::Release);
     }
 }

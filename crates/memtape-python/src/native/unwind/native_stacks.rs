@@ -27,14 +27,16 @@
 //! of each such run (its call machinery), so the stack reads Python, C, Python, C.
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use framehop::{
-    CacheNative, ExplicitModuleSectionInfo, Module, MustNotAllocateDuringUnwind, UnwindRegsNative,
-    Unwinder, UnwinderNative,
+    CacheNative, Module, MustNotAllocateDuringUnwind, UnwindRegsNative, Unwinder, UnwinderNative,
 };
 
-use super::loaded_modules::{loaded_modules, LoadedModule};
+use super::loaded_modules::loaded_modules;
+use super::module_sections::{section_info, Data};
+#[cfg(target_arch = "x86_64")]
+use super::registers::registers;
 use crate::thread::hook_mode;
 
 /// The most native frames kept per stack.
@@ -46,7 +48,6 @@ pub(crate) const MAX_CUTS: usize = 16;
 /// Caches in the pool: more threads than this unwinding at once go without.
 const CACHE_SLOTS: usize = 16;
 
-type Data = &'static [u8];
 type NativeUnwinder = UnwinderNative<Data, MustNotAllocateDuringUnwind>;
 type NativeCache = CacheNative<MustNotAllocateDuringUnwind>;
 
@@ -62,6 +63,9 @@ struct Snapshot {
     ours: (u64, u64),
     /// `_PyEval_EvalFrameDefault`: where the Python stack takes over.
     eval: (u64, u64),
+    /// The part of it that a compiler split off under no exported name, once found
+    /// (`eval_probe`); (0, 0) if none.
+    eval_split: (u64, u64),
     /// The interpreter's own object (libpython, or the executable when it is linked in):
     /// its functions at the innermost end of a stack (`PyObject_Malloc`, `PyList_New`,
     /// ...) are how the interpreter allocates for whatever called it, and are skipped, so
@@ -107,7 +111,7 @@ pub(crate) fn enable() {
         hook_mode::untraced(|| {
             fill_caches();
             refresh();
-            stack_top();
+            learn_eval_split();
         });
         ENABLED.store(true, Ordering::Release);
     }
@@ -119,6 +123,51 @@ pub(crate) fn disable() {
     if left == Ok(1) {
         ENABLED.store(false, Ordering::Release);
     }
+}
+
+/// Finds the eval loop's split-off part, if any (`eval_probe`), with the thread's stack
+/// top looked up first; publishes an unwinder that knows it.
+#[cfg(not(target_arch = "x86_64"))]
+fn learn_eval_split() {
+    stack_top();
+}
+
+/// Finds the eval loop's split-off part, if any (`eval_probe`), with the thread's stack
+/// top looked up first; publishes an unwinder that knows it.
+#[cfg(target_arch = "x86_64")]
+fn learn_eval_split() {
+    let top = stack_top();
+    let snapshot = SNAPSHOT.load(Ordering::Acquire);
+    if snapshot.is_null() {
+        return;
+    }
+    // SAFETY: published snapshots are never freed.
+    let snapshot = unsafe { &*snapshot };
+    if top == 0 || EVAL_SPLIT[1].load(Ordering::Acquire) != 0 {
+        return;
+    }
+    let Some(mut lease) = CacheLease::take(0) else {
+        return;
+    };
+    let Some(cache) = lease.cache() else {
+        return;
+    };
+    if let Some(range) = super::eval_probe::learn(&snapshot.unwinder, cache, snapshot.eval, top) {
+        EVAL_SPLIT[0].store(range.0, Ordering::Release);
+        EVAL_SPLIT[1].store(range.1, Ordering::Release);
+        drop(lease);
+        refresh();
+    }
+}
+
+/// The eval loop's split-off part, once `eval_probe` found it; (0, 0) before.
+static EVAL_SPLIT: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+fn eval_split() -> (u64, u64) {
+    (
+        EVAL_SPLIT[0].load(Ordering::Acquire),
+        EVAL_SPLIT[1].load(Ordering::Acquire),
+    )
 }
 
 /// Objects were loaded (or native stacks start): publishes an unwinder that knows every
@@ -184,74 +233,8 @@ fn build_snapshot() -> Snapshot {
         unwinder,
         ours,
         eval,
+        eval_split: eval_split(),
         interpreter,
-    }
-}
-
-/// A slice of the process' own memory at file address `svma` of `m`.
-///
-/// # Safety
-/// `[svma, svma + len)` must lie inside one of `m`'s loaded segments.
-unsafe fn mapped(m: &LoadedModule, svma: u64, len: u64) -> Data {
-    // SAFETY: guaranteed by the caller; loaded segments stay mapped while the object is
-    // loaded, and memtape never unloads objects (see the module documentation).
-    unsafe { std::slice::from_raw_parts((m.base + svma) as *const u8, len as usize) }
-}
-
-fn section_info(m: &LoadedModule) -> ExplicitModuleSectionInfo<Data> {
-    let mut info = ExplicitModuleSectionInfo {
-        base_svma: 0,
-        ..Default::default()
-    };
-    if let Some((lo, hi)) = m.text() {
-        info.text_svma = Some(lo..hi);
-        if m.segment_of(lo).is_some_and(|s| s.1 >= hi) {
-            // SAFETY: one executable segment spans `[lo, hi)`.
-            info.text = Some(unsafe { mapped(m, lo, hi - lo) });
-        }
-    }
-    let Some((hdr, hdr_len)) = m.eh_frame_hdr else {
-        return info;
-    };
-    let Some(segment) = m.segment_of(hdr).filter(|s| s.1 >= hdr + hdr_len) else {
-        return info;
-    };
-    // SAFETY: the header lies inside `segment`, a loaded segment.
-    let hdr_bytes = unsafe { mapped(m, hdr, hdr_len) };
-    let Some(eh_frame) = eh_frame_address(hdr, hdr_bytes) else {
-        return info;
-    };
-    let Some(eh_segment) = m.segment_of(eh_frame) else {
-        return info;
-    };
-    let _ = segment;
-    info.eh_frame_hdr_svma = Some(hdr..hdr + hdr_len);
-    info.eh_frame_hdr = Some(hdr_bytes);
-    info.eh_frame_svma = Some(eh_frame..eh_segment.1);
-    // SAFETY: `.eh_frame` runs at most to the end of the segment holding it.
-    info.eh_frame = Some(unsafe { mapped(m, eh_frame, eh_segment.1 - eh_frame) });
-    info
-}
-
-/// `.eh_frame`'s file address, from `.eh_frame_hdr` (at file address `hdr`).
-fn eh_frame_address(hdr: u64, bytes: &[u8]) -> Option<u64> {
-    const PCREL_SDATA4: u8 = 0x1b;
-    const UDATA4: u8 = 0x03;
-    const SDATA4: u8 = 0x0b;
-    const ABSPTR: u8 = 0x00;
-    if bytes.first() != Some(&1) {
-        return None;
-    }
-    let word = |n: usize| bytes.get(4..4 + n);
-    match *bytes.get(1)? {
-        PCREL_SDATA4 => {
-            let delta = i32::from_le_bytes(word(4)?.try_into().ok()?);
-            Some((hdr + 4).wrapping_add_signed(i64::from(delta)))
-        }
-        UDATA4 => Some(u64::from(u32::from_le_bytes(word(4)?.try_into().ok()?))),
-        SDATA4 => Some(i32::from_le_bytes(word(4)?.try_into().ok()?) as u64),
-        ABSPTR => Some(u64::from_le_bytes(word(8)?.try_into().ok()?)),
-        _ => None,
     }
 }
 
@@ -291,25 +274,7 @@ fn stack_top() -> u64 {
         return 0; // being looked up further out on this thread, or torn down
     }
     STACK_TOP.set(1);
-    let top = hook_mode::untraced(|| {
-        // SAFETY: `attr` is initialised by pthread_getattr_np before it is read and
-        // destroyed once; `addr`/`size` are written by pthread_attr_getstack.
-        unsafe {
-            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-            if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
-                return 0;
-            }
-            let mut addr: *mut libc::c_void = std::ptr::null_mut();
-            let mut size: usize = 0;
-            let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
-            libc::pthread_attr_destroy(&mut attr);
-            if ok {
-                addr as u64 + size as u64
-            } else {
-                0
-            }
-        }
-    });
+    let top = super::stack_top::find();
     STACK_TOP.set(if top > 1 { top } else { 1 });
     top
 }
@@ -340,25 +305,6 @@ impl Drop for CacheLease {
     fn drop(&mut self) {
         self.0.busy.store(false, Ordering::Release);
     }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn registers() -> (u64, u64, u64) {
-    let (pc, sp, bp): (u64, u64, u64);
-    // SAFETY: reads the instruction, stack and frame pointers; touches no memory.
-    unsafe {
-        std::arch::asm!(
-            "lea {pc}, [rip]",
-            "mov {sp}, rsp",
-            "mov {bp}, rbp",
-            pc = out(reg) pc,
-            sp = out(reg) sp,
-            bp = out(reg) bp,
-            options(nomem, nostack, preserves_flags),
-        );
-    }
-    (pc, sp, bp)
 }
 
 /// Unwinds the calling thread's native stack into `out` (innermost first) and returns
@@ -430,7 +376,7 @@ pub(crate) fn capture_segments(
         if in_range(snapshot.ours, lookup) {
             continue;
         }
-        if in_range(snapshot.eval, lookup) {
+        if in_range(snapshot.eval, lookup) || in_range(snapshot.eval_split, lookup) {
             // The interpreter's call machinery between the C code and its eval loop.
             kept = run_end;
             cut[cuts] = kept as u8;
@@ -494,15 +440,6 @@ mod tests {
             assert!(CACHES[i].busy.load(Ordering::Acquire), "slot {i} was freed");
         }
         drop((first, second, third));
-    }
-
-    #[test]
-    fn eh_frame_pointer_encodings() {
-        // version 1, pcrel|sdata4, then -0x10 from hdr + 4.
-        let bytes = [1, 0x1b, 3, 0x3b, 0xf0, 0xff, 0xff, 0xff];
-        assert_eq!(eh_frame_address(0x1000, &bytes), Some(0x1000 + 4 - 0x10));
-        assert_eq!(eh_frame_address(0x1000, &[2, 0x1b, 0, 0, 0, 0, 0, 0]), None);
-        assert_eq!(eh_frame_address(0x1000, &[1, 0x1b]), None);
     }
 }
 

@@ -21,6 +21,7 @@ import json
 from typing import Any
 
 import pytest
+from block_sizes import bytearray_buffer
 from child_python import describe, run_python
 
 SCRIPT = """
@@ -58,11 +59,12 @@ def test_event_times_are_wall_clock_and_ordered(clock: str) -> None:
     assert result.returncode == 0, describe(result)
     r = json.loads(result.stdout)
     events = r["events"]
+    first, second = bytearray_buffer(200_000), bytearray_buffer(300_000)
     assert [(a, s) for a, s, _ in events] == [
-        ("alloc", 200_001),
-        ("alloc", 300_001),
-        ("free", 200_001),
-        ("free", 300_001),
+        ("alloc", first),
+        ("alloc", second),
+        ("free", first),
+        ("free", second),
     ]
     times = [t for _, _, t in events]
     assert times == sorted(times)

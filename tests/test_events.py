@@ -10,6 +10,7 @@ from typing import Any
 
 import memtape
 import pytest
+from block_sizes import bytearray_buffer
 from child_python import describe
 from memtape_cli import python
 from source_lines import line_of
@@ -53,7 +54,7 @@ def test_event_fields_and_frames_outermost_first() -> None:
         "op",
         "frames",
     }
-    assert alloc["size"] == free["size"] == 200_001
+    assert alloc["size"] == free["size"] == bytearray_buffer(200_000)
     assert alloc["address"] == free["address"]
     assert (alloc["device"], alloc["stream"], alloc["op"]) == (-1, 0, None)
     assert alloc["thread"] == threading.get_native_id()
@@ -93,10 +94,11 @@ def test_free_stacks_on_repeated_and_moved_lines() -> None:
     y = items.pop()
     del y  # @tm:ev-del-y
     memtape.record_memory_events(False)
+    base = bytearray_buffer(100_000)
     frees = {
-        e["size"] - 100_001: [(f[1].rsplit(".", 1)[-1], f[2]) for f in e["frames"][-3:]]
+        e["size"] - base: [(f[1].rsplit(".", 1)[-1], f[2]) for f in e["frames"][-3:]]
         for e in ours(memtape.get_memory_events())
-        if e["action"] == "free" and 100_001 <= e["size"] < 100_009
+        if e["action"] == "free" and base <= e["size"] < base + 8
     }
     via_a = [(fn, line_of(HERE, "ev-call-a")), ("_drop_from_a", line_of(HERE, "ev-drop-a"))]
     via_b = [(fn, line_of(HERE, "ev-call-b")), ("_drop_from_b", line_of(HERE, "ev-drop-b"))]

@@ -16,3 +16,4 @@ pub(crate) mod report_api;
 pub(crate) mod snapshot_file;
 pub(crate) mod trace_set_py;
 pub(crate) mod tracemalloc_api;
+pub(crate) mod tracemalloc_capi;

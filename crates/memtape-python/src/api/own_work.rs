@@ -32,9 +32,13 @@ where
 {
     hook_mode::untraced(|| {
         f().and_then(|value| value.into_bound_py_any(py))
-            .inspect_err(|err| {
-                // Build the exception object now, inside the guard.
-                let _ = err.value(py);
+            .map_err(|err| {
+                // Build the exception object now, inside the guard: raised and fetched
+                // back, not normalized in place (PyO3 then leaves and re-enters the
+                // interpreter, which panics while it starts up: memtape can start from a
+                // `.pth` file, before `Py_IsInitialized`).
+                err.restore(py);
+                PyErr::fetch(py)
             })
     })
 }

@@ -9,6 +9,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::api::own_work::own_work;
 use crate::api::trace_set_py::{raw_traces, PyTraceSet};
+use crate::api::tracemalloc_capi;
 use crate::cpython::{object_block, thread_state};
 use crate::intercept::{hooks, numpy_handler, ref_tracer};
 use crate::native as native_memory;
@@ -71,6 +72,7 @@ pub(crate) fn start(
     hooks::install(py);
     ref_tracer::install(py);
     recorder::start_tracing();
+    tracemalloc_capi::redirect();
     if native_memory::wanted_by_tracemalloc() {
         native_memory::start(native_memory::SINK_TRACEMALLOC);
     }
@@ -84,6 +86,7 @@ pub(crate) fn stop(py: Python<'_>) {
         return;
     }
     native_memory::stop(native_memory::SINK_TRACEMALLOC);
+    tracemalloc_capi::restore();
     let released = recorder::stop_tracing();
     ref_tracer::uninstall(py);
     if !recorder::hooks_active() {
@@ -157,18 +160,7 @@ pub(crate) fn _get_object_traceback<'py>(
     py: Python<'py>,
     obj: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
-    if !TRACING.load(Ordering::Acquire) {
-        return Ok(None);
-    }
-    let addr = object_block::block_address(obj) as u64;
-    let Some(set) = trace_collect::block_trace(py, 0, addr) else {
-        return Ok(None);
-    };
-    let traces = raw_traces(py, &set)?;
-    match traces.iter().next() {
-        Some(t) => Ok(Some(t.cast::<PyTuple>()?.get_item(2)?)),
-        None => Ok(None),
-    }
+    tracemalloc_capi::block_frames(py, 0, object_block::block_address(obj) as u64)
 }
 
 /// All live traces as a `TraceSet` (statistics in Rust), or None when not tracing.

@@ -12,6 +12,8 @@
 //! - [`patch_control`] turns this on and off for the sinks that follow native memory;
 //! - [`unwind`] reads the native stack on request (`memtape run --native`);
 //! - [`private_allocators`] lists the objects with an allocator of their own (not seen);
+//! - [`symbol_redirect`] points calls of the interpreter's own functions (its tracemalloc
+//!   C API) at memtape's (same patcher);
 //! - [`mlx_hook`] puts a forwarding allocator in front of MLX's (same patcher):
 //!   [`mlx_allocator`] is its C++ layout, [`mlx_buffer_events`] what it reports and
 //!   [`mlx_graph`] the lazy graph's creation lines.
@@ -31,6 +33,7 @@ pub(crate) mod mlx_hook;
 mod native_record;
 mod patch_control;
 mod private_allocators;
+pub(crate) mod symbol_redirect;
 pub(crate) mod unwind;
 
 /// The switch and the sinks' bits live with the state the recorder keeps.

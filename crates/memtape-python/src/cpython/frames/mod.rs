@@ -68,9 +68,12 @@ pub(crate) const BUILT_FOR: (u8, u8) = (3, 12);
 #[cfg(Py_3_13)]
 pub(crate) const BUILT_FOR: (u8, u8) = table_layout::BUILT_FOR;
 
-/// The layout in use, field by field (offsets in bytes; `None` where this version has no
-/// such field), and where it came from: for tests, which compare it with `offsetof`.
-pub(crate) fn describe() -> Option<(&'static str, Vec<(&'static str, Option<usize>)>)> {
+/// Each field of a layout by name, with its offset (`None` where the version has none).
+pub(crate) type LayoutFields = Vec<(&'static str, Option<usize>)>;
+
+/// The layout in use, field by field (offsets in bytes), and where it came from: for
+/// tests, which compare it with `offsetof`.
+pub(crate) fn describe() -> Option<(&'static str, LayoutFields)> {
     let l = layout()?;
     let source = if cfg!(Py_3_13) {
         "_Py_DebugOffsets"

@@ -113,12 +113,14 @@ run() {
   done
   local cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
   local status=0
-  # The host's environment, less what points at the host's interpreters.
+  # The host's environment, less what points at the host's interpreters; a target
+  # folder of its own (build scripts linked against unstable's newer C library would
+  # not run on the host).
   chroot "$root" /usr/bin/env -u VIRTUAL_ENV -u PYENV_VERSION -u PYTHONHOME -u PYTHONPATH \
     -u LD_LIBRARY_PATH -u PYO3_PYTHON -u PYENV_ROOT LANG=C.UTF-8 \
     PATH="$cargo_bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin" \
     CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}" RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" \
-    MEMTAPE_IN_SID_ROOT=1 \
+    CARGO_TARGET_DIR="$here/target/sid-root" MEMTAPE_IN_SID_ROOT=1 \
     /bin/bash -c 'cd "$0" && exec "$@"' "$here" "$@" || status=$?
   unmount_all
   return "$status"

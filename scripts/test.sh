@@ -4,17 +4,21 @@
 #     and the capture reader's fuzz target for a bounded time (cargo fuzz on nightly,
 #     else the stable stand-in; MEMTAPE_FUZZ_SECONDS, default 60)
 #   Python: ruff and mypy --strict on python/memtape
-#   for each supported CPython (3.11, 3.12, 3.13; MEMTAPE_PYTHONS="3.11" to narrow):
+#   for each supported CPython (3.11 to 3.15; MEMTAPE_PYTHONS="3.11 3.14" to narrow):
 #     memtape's pytest suite (its viewer tests need ../shared/memviz, Chromium, node and
 #     npm; the native tests gcc; the stress watchdog gdb; all installed here when missing;
 #     the threads-and-fork stress run lasts MEMTAPE_STRESS_SECONDS, default 60), and
 #     CPython's own Lib/test/test_tracemalloc.py run
 #     against memtape (tests/cpython/run_cpython_tracemalloc.py)
+#   3.11-3.13 come from pyenv (or python3.X on PATH); 3.14 and 3.15 from Debian unstable,
+#   in a chroot that scripts/sid_root.sh makes once (as root, ~1.5 min, kept in
+#   ~/.cache/memtape/sid-root) and mounts around each step, unmounting on every exit;
+#   for those two, clippy also runs against their headers.
 # Every step runs even if an earlier one failed; the exit status is 1 if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYO3_PYTHON="${PYO3_PYTHON:-python3}"
-versions="${MEMTAPE_PYTHONS:-3.11 3.12 3.13}"
+versions="${MEMTAPE_PYTHONS:-3.11 3.12 3.13 3.14 3.15}"
 passed=0
 failed=0
 failures=()
@@ -78,6 +82,14 @@ python_lints() {
     "$py" -m ruff format --check python &&
     "$py" -m mypy
 }
+# Where the lints run: under the first version's interpreter, wherever it lives.
+python_lints_of() {
+  local v="$1" py="$2"
+  case "$v" in
+  3.1[1-3]) python_lints "$py" ;;
+  *) bash scripts/sid_root.sh run bash -c "$(declare -f python_lints); python_lints $py" ;;
+  esac
+}
 
 step "cargo fmt" cargo fmt --all --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
@@ -94,19 +106,41 @@ ensure_tool gcc "gcc libc6-dev" "the native tests will fail"
 # The stress suite's watchdog prints the native stacks of a stuck process with gdb.
 ensure_tool gdb gdb "the stress watchdog test will fail"
 
+# Runs "$@" where CPython $v lives: here, or in the Debian-unstable chroot (3.14, 3.15).
+in_home_of() {
+  local v="$1"
+  shift
+  case "$v" in
+  3.1[1-3]) "$@" ;;
+  *) bash scripts/sid_root.sh run "$@" ;;
+  esac
+}
+
 first=1
 for v in $versions; do
-  if ! py=$(bash scripts/venv.sh "$v" | tail -1) || [ ! -x "$py" ]; then
+  case "$v" in
+  3.1[1-3]) ;;
+  *)
+    if ! bash scripts/sid_root.sh ensure; then
+      step "get CPython $v (scripts/sid_root.sh)" false
+      continue
+    fi
+    step "cargo clippy for CPython $v" in_home_of "$v" \
+      env PYO3_PYTHON="python$v" cargo clippy -p memtape-python --all-targets -- -D warnings
+    ;;
+  esac
+  if ! py=$(in_home_of "$v" bash scripts/venv.sh "$v" | tail -1) ||
+    ! in_home_of "$v" test -x "$py"; then
     step "build memtape for CPython $v" false
     continue
   fi
   if [ "$first" = 1 ]; then
-    step "python lints" python_lints "$py"
+    step "python lints" python_lints_of "$v" "$py"
     first=0
   fi
-  step "pytest on CPython $v" "$py" -m pytest -q tests
+  step "pytest on CPython $v" in_home_of "$v" "$py" -m pytest -q tests
   step "CPython $v test_tracemalloc on memtape" \
-    "$py" tests/cpython/run_cpython_tracemalloc.py --python "$py"
+    in_home_of "$v" "$py" tests/cpython/run_cpython_tracemalloc.py --python "$py"
 done
 
 echo

@@ -158,6 +158,25 @@ def test_threads_and_fork_keep_working(libs: dict[bool, Path], tmp_path: Path) -
     assert python and python[0]["line"] == THREADS_AND_FORK_LINE, frames
 
 
+GETATTR_PROGRAM = """
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+assert lib.ga_run() > 0
+"""
+
+
+def test_a_thread_first_unwound_inside_pthread_getattr_np_runs_on(tmp_path: Path) -> None:
+    # Its first allocation is pthread_getattr_np's own, made holding the thread's lock:
+    # the unwinder's stack bounds must not come from pthread_getattr_np (a hang before).
+    lib = build_library("getattr_thread", tmp_path)
+    script = write_program(tmp_path / "getattr.py", GETATTR_PROGRAM)
+    capture = tmp_path / "getattr.mtape"
+    record(script, capture, str(lib), options=("--native",))
+    rows = read_json("top", capture, "--by", "traceback", "--limit", "50")["sites"]
+    (block,) = [row for row in rows if row["bytes"] == 1_234_567]
+    assert block["frames"][0]["function"] == "thread_main", block
+
+
 EVENTS_PROGRAM = """
 import ctypes, json, sys
 import memtape

@@ -20,7 +20,7 @@ use gimli::{BaseAddresses, EhFrame, EhFrameHdr, LittleEndian, UnwindSection};
 use super::loaded_modules::{loaded_modules, LoadedModule};
 use super::module_sections::section_info;
 use super::registers::registers;
-use crate::cpython::frames;
+use crate::cpython::{frames, thread_state};
 
 /// The most frames unwound looking for the activation.
 const MAX_WALK: usize = 128;
@@ -39,8 +39,11 @@ pub(super) fn learn<U>(
 where
     U: Unwinder<UnwindRegs = UnwindRegsNative>,
 {
-    // SAFETY: the GIL is held (the caller's contract), so this thread has a thread state.
-    let tstate = unsafe { pyo3::ffi::PyThreadState_Get() };
+    // Null where the thread holds no GIL (then nothing is learnt).
+    let tstate = thread_state::attached_if_holding_gil();
+    if tstate.is_null() {
+        return None;
+    }
     // SAFETY: this thread's live thread state, with the GIL held.
     let marker = unsafe { frames::innermost_activation_marker(tstate) }?;
     let pc = activation_pc(unwinder, cache, marker as u64, top)?;

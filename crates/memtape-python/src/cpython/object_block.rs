@@ -19,9 +19,19 @@ const TPFLAGS_MANAGED_WEAKREF: std::ffi::c_ulong = 1 << 3;
 /// Unlike CPython 3.11's own tracemalloc (gh-101430), the managed-dict pre-header is
 /// counted on 3.11 too, so instances of plain classes are found.
 pub(crate) fn block_address(obj: &Bound<'_, PyAny>) -> usize {
-    // SAFETY: `obj` is a live object (we hold a reference and the GIL), so its type is a
-    // live type object and reading its flags is a plain field read.
-    let flags = unsafe { ffi::PyType_GetFlags(ffi::Py_TYPE(obj.as_ptr())) };
+    // SAFETY: `obj` is a live object (we hold a reference and the GIL).
+    unsafe { block_address_of(obj.as_ptr()) }
+}
+
+/// [`block_address`] of a raw object pointer.
+///
+/// # Safety
+/// `obj` must be a live, initialised object (its type set), read with the GIL held.
+#[inline(always)]
+pub(crate) unsafe fn block_address_of(obj: *mut ffi::PyObject) -> usize {
+    // SAFETY: the caller's live object, so its type is a live type object and its flags
+    // a plain field of it.
+    let flags = unsafe { (*ffi::Py_TYPE(obj)).tp_flags };
     let mut pre = 0;
     if flags & ffi::Py_TPFLAGS_HAVE_GC != 0 {
         pre += GC_HEAD_SIZE;
@@ -33,5 +43,5 @@ pub(crate) fn block_address(obj: &Bound<'_, PyAny>) -> usize {
     if flags & managed != 0 {
         pre += PREHEADER_SIZE;
     }
-    (obj.as_ptr() as usize).wrapping_sub(pre)
+    (obj as usize).wrapping_sub(pre)
 }

@@ -16,7 +16,7 @@ use crate::cpython::thread_state;
 use crate::intercept::heap_record::{
     attribution, free_recording, record_alloc, record_free, recording_thread,
 };
-use crate::intercept::pymalloc_beneath;
+use crate::intercept::{pymalloc_beneath, ref_tracer};
 use crate::record::recorder::{hooks_active, Recorder, HEAP_EVENTS, RECORDER};
 use crate::record::repeat_alloc::record_repeat_alloc;
 use crate::record::spin_lock::SpinGuard;
@@ -141,6 +141,9 @@ extern "C" fn hook_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
         let block = malloc(w.ctx, size);
         if !block.is_null() {
             record_new_block(t, tstate_for(s, t), block, size);
+            if s.gil_held {
+                ref_tracer::note_new_block(block);
+            }
         }
         block
     })
@@ -159,6 +162,9 @@ extern "C" fn hook_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut
         let block = calloc(w.ctx, nelem, elsize);
         if !block.is_null() {
             record_new_block(t, tstate_for(s, t), block, nelem.saturating_mul(elsize));
+            if s.gil_held {
+                ref_tracer::note_new_block(block);
+            }
         }
         block
     })
@@ -187,6 +193,11 @@ extern "C" fn hook_realloc(ctx: *mut c_void, old: *mut c_void, size: usize) -> *
             // the new one begins.
             let at = attribution(Some(t));
             record_alloc(t, PYTHON_DOMAIN, tstate_for(s, t), block, size, old, at);
+            // A resized object (a bytes or tuple resized in place of a new one) is
+            // reported to the reference tracer again.
+            if s.gil_held {
+                ref_tracer::note_new_block(block);
+            }
         }
         block
     })

@@ -13,7 +13,7 @@
 #[cfg(Py_3_13)]
 mod imp {
     use std::ffi::{c_int, c_void};
-    use std::sync::atomic::Ordering;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     use pyo3::ffi;
     use pyo3::prelude::*;
@@ -30,25 +30,43 @@ mod imp {
         fn PyRefTracer_SetTracer(tracer: Option<RefTracer>, data: *mut c_void) -> c_int;
     }
 
+    /// The block the MEM or OBJ hook recorded last, until the tracer sees the object made
+    /// in it (0: none). Both run with the GIL held, and no other thread can take the GIL
+    /// between an object's allocation and its report to the tracer: one word for the
+    /// process is the GIL holder's.
+    static NEW_BLOCK: AtomicU64 = AtomicU64::new(0);
+
+    /// The hook recorded `block` with the GIL held (see [`NEW_BLOCK`]).
+    #[inline(always)]
+    pub(crate) fn note_new_block(block: *mut c_void) {
+        NEW_BLOCK.store(block as u64, Ordering::Relaxed);
+    }
+
     extern "C" fn on_ref_event(obj: *mut ffi::PyObject, event: c_int, _data: *mut c_void) -> c_int {
-        if event != PYREFTRACER_CREATE || !TRACING.load(Ordering::Relaxed) {
+        if event != PYREFTRACER_CREATE {
             return 0;
         }
-        // SAFETY: CPython calls the tracer with the GIL held and a live object;
-        // PyObject_GC_IsTracked only reads its type flags and GC header.
-        if unsafe { ffi::PyObject_GC_IsTracked(obj) } != 0 {
-            return 0; // resurrected by its finalizer: same object, same creation site
+        // SAFETY: CPython calls the tracer with the GIL held and a live, initialised
+        // object (its type is set before the tracer runs).
+        let block = unsafe { object_block::block_address_of(obj) } as u64;
+        // The commonest case by far: the object of the block the hook just recorded, with
+        // the stack it recorded (no Python code ran in between). Forgotten once seen, so
+        // an object reused later from a free list at the same address is not taken for it.
+        if NEW_BLOCK.load(Ordering::Relaxed) == block {
+            NEW_BLOCK.store(0, Ordering::Relaxed);
+            return 0;
+        }
+        if !TRACING.load(Ordering::Relaxed) {
+            return 0;
         }
         let Some(t) = hook_mode::thread().filter(|t| t.mode() == HookMode::Idle) else {
             return 0;
         };
+        // SAFETY: as above; PyObject_GC_IsTracked only reads its type flags and GC header.
+        if unsafe { ffi::PyObject_GC_IsTracked(obj) } != 0 {
+            return 0; // resurrected by its finalizer: same object, same creation site
+        }
         t.set_mode(HookMode::InAllocHook);
-        // SAFETY: CPython calls the tracer with the GIL held and a live, initialised
-        // object (its type is set before the tracer runs).
-        let py = unsafe { Python::assume_attached() };
-        // SAFETY: as above; the borrowed reference is not kept beyond this call.
-        let bound = unsafe { Bound::from_borrowed_ptr(py, obj) };
-        let block = object_block::block_address(&bound) as u64;
         let walked = capture::walk(Some(t), thread_state::attached_via(&t.state_word));
         {
             let mut guard = RECORDER.lock();
@@ -80,6 +98,8 @@ mod imp {
 mod imp {
     pub(crate) fn install(_py: pyo3::Python<'_>) {}
     pub(crate) fn uninstall(_py: pyo3::Python<'_>) {}
+    #[inline(always)]
+    pub(crate) fn note_new_block(_block: *mut std::ffi::c_void) {}
 }
 
-pub(crate) use imp::{install, uninstall};
+pub(crate) use imp::{install, note_new_block, uninstall};

@@ -14,6 +14,7 @@ import memtape
 import memtape.tracemalloc as mt_tracemalloc
 import numpy as np
 import pytest
+from memtape_cli import read_json, record, write_program
 from source_lines import line_of
 from torch_viz.memory_viz import check_snapshot
 
@@ -96,3 +97,44 @@ def test_arrays_outlive_stop_and_free_cleanly() -> None:
     mt_tracemalloc.start(1)
     again = np.arange(50_000)
     assert any(size == again.nbytes for _, size, _ in numpy_traces(mt_tracemalloc))
+
+
+def test_a_buffer_is_one_block_with_no_python_heap_copy() -> None:
+    # NumPy 2.5's default handler allocates with PyMem_RawMalloc: beneath memtape's
+    # handler, that call must not be recorded again in the Python domain (it was, and
+    # its free never matched: every buffer stayed as Python heap).
+    mt_tracemalloc.start(5)
+    before = mt_tracemalloc.get_traced_memory()[0]
+    array = np.ones(2_500_000)  # @tm:np-big
+    during = mt_tracemalloc.get_traced_memory()[0]
+    python = sum(
+        t.size
+        for t in mt_tracemalloc.take_snapshot().traces
+        if t.domain == 0 and any(f.lineno == line_of(HERE, "np-big") for f in t.traceback)
+    )
+    del array
+    after = mt_tracemalloc.get_traced_memory()[0]
+    assert during - before < 20_000_000 + (1 << 16)
+    assert python < 1 << 16, python
+    assert after - before < 1 << 16
+
+
+CAPTURED = """
+import numpy as np
+kept = np.ones(3_000_000)
+for _ in range(5):
+    scratch = np.arange(3_000_000) * 2.0
+    del scratch
+"""
+
+
+def test_a_capture_counts_each_buffer_once(tmp_path: Path) -> None:
+    script = write_program(tmp_path / "arrays.py", CAPTURED)
+    capture = tmp_path / "arrays.mtape"
+    record(script, capture)
+    stats = read_json("stats", capture)
+    end = stats["end"]["by_source"]
+    # The kept array's 24 MB are NumPy's, once; the Python heap holds no copy of any.
+    assert 24_000_000 <= end["framework"] < 24_000_000 + (1 << 16), end
+    assert end["python"] < 16 << 20, end
+    assert stats["peak"]["bytes"] < 3 * 24_000_000 + (16 << 20), stats["peak"]

@@ -124,13 +124,29 @@ fn record_new(t: &HookThread, block: *mut c_void, size: usize, moved_from: *mut 
     t.set_mode(HookMode::Idle);
 }
 
+/// Calls the allocator numpy's handler wraps, as the allocator beneath a recorded block:
+/// neither the PEP 445 hooks (numpy 2.5's default handler allocates with
+/// `PyMem_RawMalloc`) nor the native hooks record what it does, when `thread` (the
+/// calling thread, in ordinary code) records. Without that, each buffer was recorded
+/// twice, and its Python-heap copy never freed.
+#[inline(always)]
+fn beneath<R>(thread: Option<&HookThread>, call: impl FnOnce() -> R) -> R {
+    let previous = thread.map(|t| t.set_mode(HookMode::InAllocHook));
+    let result = beneath_wrapper(call);
+    if let (Some(t), Some(previous)) = (thread, previous) {
+        t.set_mode(previous);
+    }
+    result
+}
+
 extern "C" fn np_malloc(_ctx: *mut c_void, size: usize) -> *mut c_void {
     let w = wrapped();
     let Some(malloc) = w.malloc else {
         return ptr::null_mut();
     };
-    let block = beneath_wrapper(|| malloc(w.ctx, size));
-    if let Some(t) = recording_thread().filter(|_| !block.is_null()) {
+    let thread = recording_thread();
+    let block = beneath(thread, || malloc(w.ctx, size));
+    if let Some(t) = thread.filter(|_| !block.is_null()) {
         record_new(t, block, size, ptr::null_mut());
     }
     block
@@ -141,8 +157,9 @@ extern "C" fn np_calloc(_ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut 
     let Some(calloc) = w.calloc else {
         return ptr::null_mut();
     };
-    let block = beneath_wrapper(|| calloc(w.ctx, nelem, elsize));
-    if let Some(t) = recording_thread().filter(|_| !block.is_null()) {
+    let thread = recording_thread();
+    let block = beneath(thread, || calloc(w.ctx, nelem, elsize));
+    if let Some(t) = thread.filter(|_| !block.is_null()) {
         record_new(t, block, nelem.saturating_mul(elsize), ptr::null_mut());
     }
     block
@@ -153,8 +170,9 @@ extern "C" fn np_realloc(_ctx: *mut c_void, old: *mut c_void, size: usize) -> *m
     let Some(realloc) = w.realloc else {
         return ptr::null_mut();
     };
-    let block = beneath_wrapper(|| realloc(w.ctx, old, size));
-    if let Some(t) = recording_thread().filter(|_| !block.is_null()) {
+    let thread = recording_thread();
+    let block = beneath(thread, || realloc(w.ctx, old, size));
+    if let Some(t) = thread.filter(|_| !block.is_null()) {
         record_new(t, block, size, old);
     }
     block
@@ -162,7 +180,8 @@ extern "C" fn np_realloc(_ctx: *mut c_void, old: *mut c_void, size: usize) -> *m
 
 extern "C" fn np_free(_ctx: *mut c_void, block: *mut c_void, size: usize) {
     let w = wrapped();
-    if let Some(thread) = free_recording().filter(|_| !block.is_null()) {
+    let recording = free_recording().filter(|_| !block.is_null());
+    if let Some(thread) = recording {
         record_free(
             thread,
             NUMPY_DOMAIN,
@@ -171,7 +190,10 @@ extern "C" fn np_free(_ctx: *mut c_void, block: *mut c_void, size: usize) {
         );
     }
     if let Some(free) = w.free {
-        beneath_wrapper(|| free(w.ctx, block, size));
+        // The free beneath the buffer's own is not recorded again (a thread in memtape's
+        // own work frees through here too: then it is marked alike).
+        let thread = recording.flatten().filter(|t| t.mode().records_frees());
+        beneath(thread, || free(w.ctx, block, size));
     }
 }
 

@@ -54,17 +54,28 @@ mod imp {
         // an object reused later from a free list at the same address is not taken for it.
         if NEW_BLOCK.load(Ordering::Relaxed) == block {
             NEW_BLOCK.store(0, Ordering::Relaxed);
-            return 0;
+        } else {
+            restamp(obj, block);
         }
+        0
+    }
+
+    /// Gives the block of an object reused from a free list (not allocated again) the
+    /// stack that reused it, as tracemalloc does. Out of line, so that the tracer's
+    /// commonest case above saves no registers.
+    #[cold]
+    #[inline(never)]
+    fn restamp(obj: *mut ffi::PyObject, block: u64) {
         if !TRACING.load(Ordering::Relaxed) {
-            return 0;
+            return;
         }
         let Some(t) = hook_mode::thread().filter(|t| t.mode() == HookMode::Idle) else {
-            return 0;
+            return;
         };
-        // SAFETY: as above; PyObject_GC_IsTracked only reads its type flags and GC header.
+        // SAFETY: the tracer's live object, with the GIL held; PyObject_GC_IsTracked only
+        // reads its type flags and GC header.
         if unsafe { ffi::PyObject_GC_IsTracked(obj) } != 0 {
-            return 0; // resurrected by its finalizer: same object, same creation site
+            return; // resurrected by its finalizer: same object, same creation site
         }
         t.set_mode(HookMode::InAllocHook);
         let walked = capture::walk(Some(t), thread_state::attached_via(&t.state_word));
@@ -80,7 +91,6 @@ mod imp {
             }
         }
         t.set_mode(HookMode::Idle);
-        0
     }
 
     pub(crate) fn install(_py: Python<'_>) {

@@ -7,4 +7,5 @@ mod module_sections;
 pub(crate) mod native_stacks;
 #[cfg(target_arch = "x86_64")]
 mod registers;
+mod rule_ways;
 mod stack_top;

@@ -9,6 +9,8 @@
 //! - framehop's per-unwind state (its rule cache and the DWARF evaluation space, with
 //!   `MustNotAllocateDuringUnwind`) lives in a pool of caches allocated at start: a hook
 //!   borrows one with a compare-and-swap, and skips the native stack if all are busy.
+//!   Each holds several framehop caches used as one set-associative cache ([`RuleWays`]):
+//!   return addresses that share a slot of framehop's direct-mapped cache keep their rules.
 //! - Stack reads are bounded by the thread's stack: `[sp, top)`, where `top` comes from
 //!   `pthread_getattr_np` once per thread (for the thread that starts native stacks, at
 //!   start; for others, at their first native stack, with the thread untraced).
@@ -29,14 +31,15 @@
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
-use framehop::{
-    CacheNative, Module, MustNotAllocateDuringUnwind, UnwindRegsNative, Unwinder, UnwinderNative,
-};
+#[cfg(target_arch = "x86_64")]
+use framehop::{FrameAddress, UnwindRegsNative, Unwinder};
+use framehop::{Module, MustNotAllocateDuringUnwind, UnwinderNative};
 
 use super::loaded_modules::loaded_modules;
 use super::module_sections::{section_info, Data};
 #[cfg(target_arch = "x86_64")]
 use super::registers::registers;
+use super::rule_ways::RuleWays;
 use crate::thread::hook_mode;
 
 /// The most native frames kept per stack.
@@ -49,7 +52,6 @@ pub(crate) const MAX_CUTS: usize = 16;
 const CACHE_SLOTS: usize = 16;
 
 type NativeUnwinder = UnwinderNative<Data, MustNotAllocateDuringUnwind>;
-type NativeCache = CacheNative<MustNotAllocateDuringUnwind>;
 
 /// True while native stacks are captured: checked first (relaxed) by every capture.
 static ENABLED: AtomicBool = AtomicBool::new(false);
@@ -78,7 +80,7 @@ static SNAPSHOT: AtomicPtr<Snapshot> = AtomicPtr::new(std::ptr::null_mut());
 
 struct CacheSlot {
     busy: AtomicBool,
-    cache: UnsafeCell<Option<Box<NativeCache>>>,
+    cache: UnsafeCell<Option<Box<RuleWays>>>,
 }
 
 // SAFETY: `cache` is written only by `fill_caches` (with every slot marked busy) and is
@@ -152,6 +154,8 @@ fn learn_eval_split() {
     let Some(cache) = lease.cache() else {
         return;
     };
+    // One way is enough for this one unwind.
+    let cache = cache.for_address(0);
     if let Some(range) = super::eval_probe::learn(&snapshot.unwinder, cache, snapshot.eval, top) {
         EVAL_SPLIT[0].store(range.0, Ordering::Release);
         EVAL_SPLIT[1].store(range.1, Ordering::Release);
@@ -193,7 +197,7 @@ fn fill_caches() {
             // SAFETY: this thread holds the slot (busy set above).
             let cache = unsafe { &mut *slot.cache.get() };
             if cache.is_none() {
-                *cache = Some(Box::new(NativeCache::new_in()));
+                *cache = Some(RuleWays::new());
             }
             slot.busy.store(false, Ordering::Release);
         }
@@ -295,7 +299,7 @@ impl CacheLease {
         })
     }
 
-    fn cache(&mut self) -> Option<&mut NativeCache> {
+    fn cache(&mut self) -> Option<&mut RuleWays> {
         // SAFETY: this lease holds the slot (busy) until it is dropped.
         unsafe { &mut *self.0.cache.get() }.as_deref_mut()
     }
@@ -355,10 +359,19 @@ pub(crate) fn capture_segments(
         // SAFETY: `[sp, top)` is this thread's own mapped stack, above the live frame.
         Ok(unsafe { std::ptr::read_volatile(addr as *const u64) })
     };
-    let regs = UnwindRegsNative::new(pc, sp, bp);
-    let mut frames = snapshot
-        .unwinder
-        .iter_frames(pc, regs, cache, &mut read_stack);
+    let mut regs = UnwindRegsNative::new(pc, sp, bp);
+    // framehop's `iter_frames`, with each frame's rule cached in the way its address picks
+    // (`rule_ways`): the frame the walk is at, and the caller it unwinds to once asked.
+    let mut frame = FrameAddress::InstructionPointer(pc);
+    let mut caller = |frame: FrameAddress, regs: &mut UnwindRegsNative| {
+        let cache = cache.for_address(frame.address_for_lookup());
+        let ra = snapshot
+            .unwinder
+            .unwind_frame(frame, regs, cache, &mut read_stack);
+        ra.ok()
+            .flatten()
+            .and_then(FrameAddress::from_return_address)
+    };
     let in_range = |r: (u64, u64), a: u64| r.0 <= a && a < r.1;
     let evals = evals.clamp(1, MAX_CUTS);
     let (mut kept, mut cuts) = (0, 0);
@@ -366,10 +379,13 @@ pub(crate) fn capture_segments(
     // interpreter's functions at its outer end are trimmed.
     let (mut run_start, mut run_end) = (0, 0);
     let mut finished = false;
-    for _ in 0..MAX_WALK {
-        let Ok(Some(frame)) = frames.next() else {
-            break;
-        };
+    for step in 0..MAX_WALK {
+        if step > 0 {
+            let Some(next) = caller(frame, &mut regs) else {
+                break;
+            };
+            frame = next;
+        }
         let lookup = frame.address_for_lookup();
         // memtape's own frames: the hook, and memtape code that calls into Python (the
         // launcher running the program) are never part of the program's stack.

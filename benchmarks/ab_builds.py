@@ -14,7 +14,9 @@ then for example:
         new=python/memtape/_native.cpython-311-x86_64-linux-gnu.so
 
 ``--mode events`` (default) records events as the ``memtape-events`` config does
-(100,000 entries, the Python heap); ``--mode tracemalloc25`` traces at 25 frames.
+(100,000 entries, the Python heap); ``--mode native-stacks`` records the same events
+with each one's native stack unwound (as ``memtape run --native``); ``--mode
+tracemalloc25`` traces at 25 frames.
 """
 
 from __future__ import annotations
@@ -47,13 +49,15 @@ def run(native: ModuleType | None, mode: str, rows: int) -> float:
     if native is not None:
         if mode == "events":
             native.record_memory_events(True, 100_000, 0, True, False, 64)
+        elif mode == "native-stacks":
+            native.record_memory_events(True, 100_000, 0, True, False, 64, False, True)
         else:
             native.start(25)
     start = time.perf_counter()
     alloc_heavy.main(rows=rows, rounds=1)
     elapsed = time.perf_counter() - start
     if native is not None:
-        if mode == "events":
+        if mode in ("events", "native-stacks"):
             native.record_memory_events(False, 1, 0, False, False, 1)
         else:
             native.stop()
@@ -70,7 +74,7 @@ def main() -> int:
     p.add_argument("builds", nargs="+", help="NAME=PATH of a built _native module")
     p.add_argument("--runs", type=int, default=40)
     p.add_argument("--rows", type=int, default=20_000)
-    p.add_argument("--mode", choices=("events", "tracemalloc25"), default="events")
+    p.add_argument("--mode", choices=("events", "native-stacks", "tracemalloc25"), default="events")
     args = p.parse_args()
     builds = {name: load(name, path) for name, path in (b.split("=", 1) for b in args.builds)}
     names = list(builds)

@@ -8,9 +8,9 @@
 #
 # `run` bind-mounts this checkout (and ../shared beside it), the Rust toolchain
 # (~/.cargo, ~/.rustup), pyenv's interpreters, ~/.cache/memtape, /dev, /dev/pts, /dev/shm
-# and /proc, and
-# unmounts all of them when CMD ends, fails or is interrupted, so no run leaves mounts
-# behind. CMD's exit status is the script's.
+# and /proc, in a mount namespace of its own where the kernel allows one (then the mounts
+# end with the run, however it ends), and unmounts all of them when CMD ends, fails or is
+# interrupted, so no run leaves mounts behind. CMD's exit status is the script's.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 root="${MEMTAPE_SID_ROOT:-$HOME/.cache/memtape/sid-root}"
@@ -131,6 +131,13 @@ ensure) ensure ;;
 run)
   shift
   [ $# -gt 0 ] || die "run needs a command"
+  # In a mount namespace of its own (where the kernel lets root make one) the mounts go
+  # with the run's last process, even when it is killed outright (SIGKILL, a lost
+  # session), which no trap sees. Without one, the traps above unmount.
+  if [ -z "${MEMTAPE_SID_NS:-}" ] && [ "$(id -u)" = 0 ] &&
+    unshare --mount --propagation private true 2>/dev/null; then
+    MEMTAPE_SID_NS=1 exec unshare --mount --propagation private bash "$0" run "$@"
+  fi
   run "$@"
   ;;
 *) die "usage: scripts/sid_root.sh ensure | run CMD..." ;;

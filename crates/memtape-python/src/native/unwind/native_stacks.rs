@@ -520,3 +520,52 @@ mod no_allocation {
         }
     }
 }
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod colliding_addresses {
+    //! Two addresses of one framehop slot, looked up in turn with the unwinder's real
+    //! rules: one framehop cache forgets each rule before it is asked again, the ways keep
+    //! both.
+
+    use framehop::{CacheNative, FrameAddress, MustNotAllocateDuringUnwind, UnwindRegsNative};
+
+    use super::*;
+
+    /// Looks `a` and `b` up 10 times each, in turn, with the cache `pick` gives.
+    fn alternate(a: u64, b: u64, mut pick: impl FnMut(u64) -> *mut NativeCache) {
+        let snapshot = SNAPSHOT.load(Ordering::Acquire);
+        assert!(!snapshot.is_null());
+        // SAFETY: published snapshots are never freed.
+        let unwinder = unsafe { &(*snapshot).unwinder };
+        for _ in 0..10 {
+            for address in [a, b] {
+                let mut regs = UnwindRegsNative::new(address, 0x10_0000, 0x10_0100);
+                // A made-up stack: whatever the rule reads, it gets a small number back.
+                let mut read_stack = |_: u64| -> Result<u64, ()> { Ok(0x20_0000) };
+                // SAFETY: `pick` returns a cache that outlives this call, used by no one else.
+                let cache = unsafe { &mut *pick(address) };
+                let frame = FrameAddress::InstructionPointer(address);
+                let _ = unwinder.unwind_frame(frame, &mut regs, cache, &mut read_stack);
+            }
+        }
+    }
+
+    type NativeCache = CacheNative<MustNotAllocateDuringUnwind>;
+
+    #[test]
+    fn colliding_addresses_keep_their_rules_in_the_ways() {
+        enable();
+        // Two places in this test binary's text, 509 * 8 bytes apart: one framehop slot.
+        let a = capture_segments as *const () as u64;
+        let b = a + 509 * 8;
+        let mut one = NativeCache::new_in();
+        alternate(a, b, |_| &raw mut one);
+        let mut ways = RuleWays::new();
+        alternate(a, b, |address| ways.for_address(address));
+        disable();
+        // One cache: every lookup missed (each evicted the other), yet each rule was
+        // cacheable, since the ways hit on all but the first two.
+        assert_eq!(one.stats().hit_count, 0, "{:?}", one.stats());
+        assert_eq!(ways.hit_count(), 18);
+    }
+}

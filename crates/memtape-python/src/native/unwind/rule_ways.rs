@@ -56,6 +56,12 @@ impl RuleWays {
         &mut self.caches[way]
     }
 
+    /// framehop's hits, over the ways.
+    #[cfg(test)]
+    pub(crate) fn hit_count(&self) -> u64 {
+        self.caches.iter().map(|c| c.stats().hit_count).sum()
+    }
+
     fn way_of(&mut self, lookup: u64) -> usize {
         let slot = (lookup % FRAMEHOP_SLOTS as u64) as usize;
         let tags = &mut self.tags[slot];

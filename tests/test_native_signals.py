@@ -170,11 +170,10 @@ def test_signal_handlers_allocate_under_memtape_run(
 ) -> None:
     script = write_program(tmp_path / "signals.py", PROGRAM)
     capture = tmp_path / "signals.mtape"
-    check(
-        run_watched(
-            ["-m", "memtape", "run", "-q", "-o", str(capture), *options, str(script), str(sigalloc)]
-        )
+    result = run_watched(
+        ["-m", "memtape", "run", "-q", "-o", str(capture), *options, str(script), str(sigalloc)]
     )
+    check(result)
     held_line = (str(script), line_of(script, "held"))
     blocks = native_blocks(capture)
     held = [n for (size, frame), n in blocks.items() if size == HELD_SIZE]
@@ -184,4 +183,7 @@ def test_signal_handlers_allocate_under_memtape_run(
     stats = read_json("stats", capture)
     assert stats["end"]["by_source"]["native"] >= HELD * HELD_SIZE
     assert stats["totals"]["bytes_freed"] <= stats["totals"]["bytes_allocated"]
-    assert stats["run"]["native_missed_reentrant"] >= 0
+    # Only a handler's own calls (malloc, free, mmap, munmap) can find the recorder held
+    # by its thread: never more than four a signal.
+    missed = stats["run"]["native_missed_reentrant"]
+    assert isinstance(missed, int) and 0 <= missed <= 4 * result["handled"], (missed, result)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -20,6 +21,7 @@ from torch_viz.memory_viz import check_snapshot
 
 HERE = Path(__file__)
 NUMPY_DOMAIN = 389047
+MiB = 1024 * 1024
 
 
 @pytest.fixture(autouse=True)
@@ -88,15 +90,32 @@ def test_numpy_imported_after_tracing_started(tmp_path: Path) -> None:
     assert out.stdout.strip() == "True"
 
 
+def resident_bytes() -> int:
+    """This process' resident set, from ``/proc/self/statm``."""
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def test_arrays_outlive_stop_and_free_cleanly() -> None:
     mt_tracemalloc.start(1)
     arrays = [np.arange(10_000 + i) for i in range(20)]
+    # 64 MiB each: above any malloc's mmap threshold (glibc's grows to 32 MiB at most),
+    # so each free gives its pages back at once.
+    arrays += [np.ones(8 * MiB) for _ in range(3)]
     mt_tracemalloc.stop()
-    # Freed through memtape's handler after tracing stopped: nothing breaks.
+    held = resident_bytes()
+    # Freed through memtape's handler after tracing stopped: the memory goes back.
     del arrays
+    assert held - resident_bytes() >= 3 * 60 * MiB
     mt_tracemalloc.start(1)
-    again = np.arange(50_000)
-    assert any(size == again.nbytes for _, size, _ in numpy_traces(mt_tracemalloc))
+    again = np.arange(50_000)  # @tm:np-again
+    # Those frees left nothing behind: the one buffer traced is this one, and it is
+    # counted once.
+    traced = numpy_traces(mt_tracemalloc)
+    assert traced == [(NUMPY_DOMAIN, again.nbytes, line_of(HERE, "np-again"))], traced
+    current, _ = mt_tracemalloc.get_traced_memory()
+    assert again.nbytes <= current < again.nbytes + (1 << 16), current
+    mt_tracemalloc.stop()
 
 
 def test_a_buffer_is_one_block_with_no_python_heap_copy() -> None:

@@ -121,10 +121,14 @@ if pid == 0:
         # The parent's threads are gone; new ones may be given their stacks and
         # thread pointers, by which the hooks find a thread's state.
         out = []
-        for _ in range(int(ARGS[0])):
+        wanted = int(ARGS[0])
+        for _ in range(wanted):
             t = threading.Thread(target=child_thread, args=(out,))
             t.start()
             t.join(20)
+            assert not t.is_alive(), "a child thread hung"
+        # A thread that died before allocating would leave fewer blocks to check.
+        assert len(out) == wanted, "%d of %d child threads allocated" % (len(out), wanted)
         for obj in out:
             tb = tm.get_object_traceback(obj)
             assert tb is not None, "a child thread's block is not traced"
@@ -163,3 +167,5 @@ def test_threads_started_in_a_forked_child_are_traced(tm_name: str, tmp_path: Pa
     result = run_scenario(tmp_path, tm_name, FORK_THEN_THREADS, "40", timeout=60)
     assert result.returncode == 0, describe(result)
     assert result.stdout == "ok\n", describe(result)
+    # A child thread's exception goes to stderr (threading's excepthook), not the code.
+    assert result.stderr == "", describe(result)

@@ -88,6 +88,23 @@ def test_a_signal_the_program_does_not_handle(tmp_path: Path, signum: signal.Sig
     assert (stats["run"]["exit"], stats["run"]["exit_code"]) == ("signal", 128 + signum)
 
 
+def wait_until_asleep(pid: int, timeout: float = 20.0) -> None:
+    """Returns once ``pid``'s main thread sleeps in the kernel (``time.sleep``).
+
+    A SIGTERM that lands between the program's last eval-breaker check and its sleep
+    only trips CPython's flag, and the Python-level handler memtape installs runs when
+    the sleep ends (CPython's own race for any Python handler; plain python dies at once
+    by the default action). This test is about a program already blocked.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/wchan", encoding="ascii") as wchan:
+            if "nanosleep" in wchan.read():
+                return
+        time.sleep(0.01)
+    pytest.fail(f"process {pid} never slept")
+
+
 def test_sigterm_from_outside_while_blocked(tmp_path: Path) -> None:
     """The usual case: a supervisor stops a program waiting in sleep."""
     script = write_program(
@@ -98,6 +115,7 @@ def test_sigterm_from_outside_while_blocked(tmp_path: Path) -> None:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=child_env())
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        wait_until_asleep(proc.pid)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == -signal.SIGTERM
     finally:

@@ -527,8 +527,9 @@ mod colliding_addresses {
     //! rules: one framehop cache forgets each rule before it is asked again, the ways keep
     //! both.
 
-    use framehop::{CacheNative, FrameAddress, MustNotAllocateDuringUnwind, UnwindRegsNative};
+    use framehop::{FrameAddress, UnwindRegsNative};
 
+    use super::super::rule_ways::NativeCache;
     use super::*;
 
     /// Looks `a` and `b` up 10 times each, in turn, with the cache `pick` gives.
@@ -549,8 +550,6 @@ mod colliding_addresses {
             }
         }
     }
-
-    type NativeCache = CacheNative<MustNotAllocateDuringUnwind>;
 
     #[test]
     fn colliding_addresses_keep_their_rules_in_the_ways() {

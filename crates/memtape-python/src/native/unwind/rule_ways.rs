@@ -23,7 +23,7 @@
 use framehop::{CacheNative, MustNotAllocateDuringUnwind};
 
 /// The caches one unwind holds.
-pub(crate) const WAYS: usize = 4;
+const WAYS: usize = 4;
 
 /// framehop's rule cache size (`CACHE_ENTRY_COUNT` in its `rule_cache.rs`, framehop
 /// 0.16): the modulus of its slot index.
@@ -35,17 +35,17 @@ pub(crate) type NativeCache = CacheNative<MustNotAllocateDuringUnwind>;
 pub(crate) struct RuleWays {
     caches: [NativeCache; WAYS],
     /// `tags[slot][way]`: the lookup address last sent to `way` for that slot.
-    tags: Box<[[u64; WAYS]; FRAMEHOP_SLOTS]>,
+    tags: [[u64; WAYS]; FRAMEHOP_SLOTS],
     /// The way a new address of the slot goes to.
-    next: Box<[u8; FRAMEHOP_SLOTS]>,
+    next: [u8; FRAMEHOP_SLOTS],
 }
 
 impl RuleWays {
     pub(crate) fn new() -> Box<RuleWays> {
         Box::new(RuleWays {
             caches: std::array::from_fn(|_| NativeCache::new_in()),
-            tags: Box::new([[0; WAYS]; FRAMEHOP_SLOTS]),
-            next: Box::new([0; FRAMEHOP_SLOTS]),
+            tags: [[0; WAYS]; FRAMEHOP_SLOTS],
+            next: [0; FRAMEHOP_SLOTS],
         })
     }
 
@@ -85,9 +85,10 @@ mod tests {
         let mut ways = RuleWays::new();
         // The two call sites of python3.14's eval loop that evicted each other, and two
         // more addresses of their slot.
+        let slots = FRAMEHOP_SLOTS as u64;
         let (a, b) = (0x44cd14 - 1, 0x44fccc - 1);
-        assert_eq!(a % 509, b % 509);
-        let slot_mates = [a, b, a + 509 * 7, b + 509 * 1000];
+        assert_eq!(a % slots, b % slots);
+        let slot_mates = [a, b, a + slots * 7, b + slots * 1000];
         let first: Vec<usize> = slot_mates.iter().map(|&x| ways.way_of(x)).collect();
         assert_eq!(first, (0..WAYS).collect::<Vec<_>>());
         // Asked again, in any order, each goes back to its cache.
@@ -105,7 +106,7 @@ mod tests {
     fn a_fifth_address_of_a_slot_replaces_the_oldest() {
         let mut ways = RuleWays::new();
         let mates: Vec<u64> = (0..=WAYS as u64)
-            .map(|i| 0x7f00_0000_0000 + i * 509)
+            .map(|i| 0x7f00_0000_0000 + i * FRAMEHOP_SLOTS as u64)
             .collect();
         for &x in &mates[..WAYS] {
             ways.way_of(x);

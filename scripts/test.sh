@@ -2,7 +2,10 @@
 # Runs every memtape test and check, on a fresh machine too (it installs what it needs):
 #   Rust: cargo fmt --check, cargo clippy -D warnings, cargo nextest (core and binding),
 #     and the capture reader's fuzz target for a bounded time (cargo fuzz on nightly,
-#     else the stable stand-in; MEMTAPE_FUZZ_SECONDS, default 60)
+#     else the stable stand-in; MEMTAPE_FUZZ_SECONDS, default 60); with
+#     MEMTAPE_SLOW_TESTS=1 also memtape-core's slow tests (the slow-tests feature: the
+#     reports' memory budget on 20 M events, the capture's size target, a 1 M-event
+#     snapshot loaded by Python; about 2 minutes), which the default run leaves out
 #   Python: ruff and mypy --strict on python/memtape
 #   for each supported CPython (3.11 to 3.15; MEMTAPE_PYTHONS="3.11 3.14" to narrow):
 #     memtape's pytest suite (its viewer tests need ../shared/memviz, Chromium, node and
@@ -14,7 +17,8 @@
 #   in a chroot that scripts/sid_root.sh makes once (as root, ~1.5 min, kept in
 #   ~/.cache/memtape/sid-root) and mounts around each step, unmounting on every exit;
 #   for those two, clippy also runs against their headers.
-# Every step runs even if an earlier one failed; the exit status is 1 if any failed.
+# Every step runs even if an earlier one failed; the exit status is 1 if any failed. The
+# summary at the end names what was left out on purpose, and why.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYO3_PYTHON="${PYO3_PYTHON:-python3}"
@@ -22,6 +26,8 @@ versions="${MEMTAPE_PYTHONS:-3.11 3.12 3.13 3.14 3.15}"
 passed=0
 failed=0
 failures=()
+# What the run leaves out on purpose, one line each, for the summary.
+left_out=()
 
 step() {
   local name="$1"
@@ -62,6 +68,40 @@ fuzz_reader() {
   fi
 }
 
+slow_rust_tests() {
+  # One process per test (the budgets read the process's peak RSS): nextest's way, or
+  # one cargo test run each. The stand-in fuzzer among them is the fuzz step's.
+  if command -v cargo-nextest >/dev/null 2>&1; then
+    cargo nextest run --release -p memtape-core --features slow-tests \
+      -E 'test(twenty_million) | test(capture_size) | test(one_million)' --no-capture
+    return
+  fi
+  local t status=0
+  for t in capture::tests::size::capture_size_and_speed \
+    report::perf_tests::twenty_million_events \
+    report::perf_tests::twenty_million_events_random_frees \
+    report::perf_tests::twenty_million_events_from_a_file \
+    torch_snapshot::tests::python_tests::one_million_events; do
+    cargo test --release -p memtape-core --features slow-tests --lib -- --exact "$t" --nocapture ||
+      status=1
+  done
+  return "$status"
+}
+
+# CPython's own test_tracemalloc against memtape; the tests it excludes on purpose (with
+# their reasons) go to the summary.
+cpython_suite() {
+  local v="$1" py="$2" log rc
+  log=$(mktemp)
+  in_home_of "$v" "$py" tests/cpython/run_cpython_tracemalloc.py --python "$py" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  while IFS= read -r line; do
+    left_out+=("CPython $v test_tracemalloc, excluded ${line#  excluded }")
+  done < <(grep '^  excluded ' "$log")
+  rm -f "$log"
+  return "$rc"
+}
+
 ensure_tool() {
   # ensure_tool COMMAND "PACKAGES" CONSEQUENCE: installs Debian's PACKAGES when COMMAND is missing.
   local cmd="$1" pkg="$2" consequence="$3"
@@ -95,6 +135,12 @@ step "cargo fmt" cargo fmt --all --check
 step "cargo clippy" cargo clippy --workspace --all-targets -- -D warnings
 step "rust tests" rust_tests
 step "capture reader fuzzing" fuzz_reader
+if [ "${MEMTAPE_SLOW_TESTS:-0}" = 1 ]; then
+  step "slow Rust tests (MEMTAPE_SLOW_TESTS=1)" slow_rust_tests
+else
+  left_out+=("memtape-core's slow tests (reports' memory budget on 20 M events, capture size, \
+1 M-event snapshot in Python; about 2 minutes): MEMTAPE_SLOW_TESTS=1 runs them")
+fi
 # The HTML report and flame graph are checked in headless Chromium (Debian's).
 ensure_tool chromium chromium "the HTML tests will fail"
 # PyTorch's memory viewer runs in headless Chromium through node (tests/memviz_harness.py,
@@ -139,11 +185,20 @@ for v in $versions; do
     first=0
   fi
   step "pytest on CPython $v" in_home_of "$v" "$py" -m pytest -q tests
-  step "CPython $v test_tracemalloc on memtape" \
-    in_home_of "$v" "$py" tests/cpython/run_cpython_tracemalloc.py --python "$py"
+  step "CPython $v test_tracemalloc on memtape" cpython_suite "$v" "$py"
+done
+for v in 3.11 3.12 3.13 3.14 3.15; do
+  case " $versions " in
+  *" $v "*) ;;
+  *) left_out+=("CPython $v: not in MEMTAPE_PYTHONS") ;;
+  esac
 done
 
 echo
+if [ "${#left_out[@]}" -gt 0 ]; then
+  printf 'left out on purpose:\n'
+  printf '  %s\n' "${left_out[@]}"
+fi
 if [ "$failed" -gt 0 ]; then
   printf 'failed steps:\n'
   printf '  %s\n' "${failures[@]}"

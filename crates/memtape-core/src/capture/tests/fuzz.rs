@@ -30,6 +30,8 @@ pub(super) fn bounded_fuzz() {
         "bounded fuzz: {done} inputs, seed {seed}; ok {} / err {}",
         outcomes.0, outcomes.1
     );
+    // Inputs the reader accepts and inputs it refuses: both paths were exercised.
+    assert!(outcomes.0 > 0 && outcomes.1 > 0, "{outcomes:?} of {done}");
 }
 
 /// Feeds generated inputs to the reader; a panic fails the test. Returns the number of

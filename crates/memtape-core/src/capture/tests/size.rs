@@ -80,7 +80,11 @@ fn measure(events: &[Event], level: i32, block_raw: usize, check: bool) -> Measu
     }
 }
 
-/// `cargo test --release -p memtape-core capture -- --ignored --nocapture`
+/// The capture's size target: 2 bytes per event or less on a Python-like stream (each
+/// configuration also reads back to the same events). Times are printed, not asserted.
+/// Run by `MEMTAPE_SLOW_TESTS=1 bash scripts/test.sh`, or alone (`MEMTAPE_SIZE_TUNE=1`
+/// compares zstd levels and block sizes):
+/// `cargo nextest run --release -p memtape-core --features slow-tests -E 'test(capture_size)' --no-capture`
 #[test]
 #[cfg(feature = "slow-tests")]
 fn capture_size_and_speed() {

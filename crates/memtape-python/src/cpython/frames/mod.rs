@@ -22,7 +22,7 @@ mod raw_frame;
 #[cfg(Py_3_13)]
 mod table_layout;
 
-#[cfg(any(Py_3_16, not(target_pointer_width = "64")))]
+#[cfg(any(not(Py_3_11), Py_3_16, not(target_pointer_width = "64")))]
 compile_error!("memtape supports CPython 3.11 to 3.15 on 64-bit platforms");
 
 #[cfg(Py_GIL_DISABLED)]

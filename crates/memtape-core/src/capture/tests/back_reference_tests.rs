@@ -110,47 +110,6 @@ fn a_reference_before_the_block_start_is_a_clean_error() {
     }
 }
 
-#[test]
-fn version_3_back_references_still_read() {
-    // Two allocations (at 8 and 24), FreeBack 1 (the one at 8), FreeBackInDomain 0 (24),
-    // AllocReuse 1 (the free of 8).
-    #[rustfmt::skip]
-    let raw = [
-        tag::ALLOC, 0x10, 8, 2,
-        tag::ALLOC, 0x20, 8, 0,
-        tag::FREE_BACK, 1,
-        tag::FREE_BACK_IN_DOMAIN, 5, 0,
-        tag::ALLOC_REUSE, 1, 16, 0,
-    ];
-    let mut writer = CaptureFileWriter::new(Vec::new(), METADATA).unwrap();
-    writer.write_block(&raw).unwrap();
-    let mut bytes = writer.finish(TRAILER).unwrap();
-    bytes[8..10].copy_from_slice(&3u16.to_le_bytes());
-    let alloc = |addr, size| Owned::Alloc {
-        domain: 0,
-        addr,
-        size,
-        stack: 1,
-    };
-    let (records, _) = read_ok(&bytes);
-    assert_eq!(
-        records,
-        [
-            alloc(8, 8),
-            alloc(24, 8),
-            Owned::Free {
-                domain: None,
-                addr: 8
-            },
-            Owned::Free {
-                domain: Some(5),
-                addr: 24
-            },
-            alloc(8, 16),
-        ]
-    );
-}
-
 /// A list of `OBJECTS` built then dropped, as deep_recursion does: four size classes in
 /// pools of their own (256 KiB in all), interleaved as the loop builds its items, then
 /// freed in the order they were built. Each free is a FreeStep one on from the last: two

@@ -109,15 +109,6 @@ pub(super) fn write_file(blocks: &[Vec<Owned>], trailer: Option<&str>) -> Sample
     write_file_with(BlockEncoder::new(), blocks, trailer)
 }
 
-/// A file of `version` (1 or 2): records encoded without back references, the header's
-/// version set.
-pub(super) fn write_old_file(version: u16, blocks: &[Vec<Owned>], trailer: Option<&str>) -> Sample {
-    let encoder = BlockEncoder::new().without_back_references();
-    let mut sample = write_file_with(encoder, blocks, trailer);
-    sample.bytes[8..10].copy_from_slice(&version.to_le_bytes());
-    sample
-}
-
 fn write_file_with(
     mut encoder: BlockEncoder,
     blocks: &[Vec<Owned>],

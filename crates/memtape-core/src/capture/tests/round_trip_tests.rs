@@ -1,40 +1,9 @@
-//! Files that round-trip: every record kind, address deltas, many blocks, old versions.
+//! Files that round-trip: every record kind, address deltas, many blocks (files old versions
+//! wrote are read in old_files_tests).
 
 use super::super::*;
 use super::fuzz::{Trickle, XorShift};
 use super::owned::*;
-
-#[test]
-fn version_1_files_still_read() {
-    // Version 1 is version 2 without the Module and NativeFrame records.
-    let old: Vec<Owned> = every_kind()
-        .into_iter()
-        .filter(|r| !matches!(r, Owned::Module(..) | Owned::NativeFrame(..)))
-        .collect();
-    let sample = write_old_file(1, std::slice::from_ref(&old), Some(TRAILER));
-    let mut reader = CaptureReader::new(&sample.bytes[..]).unwrap();
-    assert_eq!(reader.version(), 1);
-    let mut records = Vec::new();
-    reader
-        .for_each_record(|record| records.push(Owned::from(record)))
-        .unwrap();
-    assert_eq!(records, old);
-}
-
-#[test]
-fn version_2_files_still_read() {
-    // Version 2 is version 3 without the back references (AllocReuse, FreeBack); version
-    // 3 files are read in back_reference_tests.
-    let old = every_kind();
-    let sample = write_old_file(2, std::slice::from_ref(&old), Some(TRAILER));
-    let mut reader = CaptureReader::new(&sample.bytes[..]).unwrap();
-    assert_eq!(reader.version(), 2);
-    let mut records = Vec::new();
-    reader
-        .for_each_record(|record| records.push(Owned::from(record)))
-        .unwrap();
-    assert_eq!(records, old);
-}
 
 #[test]
 fn every_record_kind_round_trips() {

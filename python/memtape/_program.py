@@ -1,16 +1,19 @@
-"""Running a Python program the way ``python`` would: ``script.py``, ``-m module`` or
-``-c code``, with its own ``sys.argv``, ``__main__``, ``__file__``, ``sys.path[0]``, exit
-status and exceptions."""
+"""Running a Python program the way ``python`` would: ``script.py`` (or a directory or
+zip file with a ``__main__.py``), ``-m module`` or ``-c code``, with its own ``sys.argv``,
+``__main__``, ``__file__``, ``sys.path[0]``, exit status and exceptions."""
 
 from __future__ import annotations
 
+import builtins
 import linecache
 import os
+import pkgutil
 import runpy
 import sys
 import types
 from dataclasses import dataclass
 from functools import cached_property
+from importlib.machinery import ModuleSpec
 from typing import Any, Literal
 
 from memtape import _native
@@ -36,17 +39,36 @@ class Program:
     def name(self) -> str:
         """A short name for file names and titles."""
         if self.kind == "script":
-            return os.path.splitext(os.path.basename(self.target))[0] or "script"
+            name = os.path.basename(os.path.normpath(self.target))
+            return os.path.splitext(name)[0] or "script"
         if self.kind == "module":
             return self.target.rsplit(".", 1)[-1]
         return "code"
 
+    @cached_property
+    def path_entry(self) -> str | None:
+        """For a script that is a directory or a zip file: what python puts first on
+        ``sys.path`` and finds ``__main__`` in (the script's path joined to the current
+        directory, as written); None for any other program."""
+        if self.kind != "script":
+            return None
+        entry = os.path.join(os.getcwd(), self.target)
+        # python asks sys.path_hooks, as pkgutil does: a directory or a zip file has one.
+        return entry if pkgutil.get_importer(entry) is not None else None
+
     def missing_script(self) -> str | None:
         """python's message when a script cannot be opened, else None."""
-        if self.kind != "script" or os.path.isfile(self.target):
+        if self.kind != "script" or os.path.isfile(self.target) or self.path_entry:
             return None
         path = os.path.abspath(self.target)
         return f"can't open file {path!r}: [Errno 2] No such file or directory"
+
+    def missing_main(self) -> str | None:
+        """python's message (its exit status is 1) for a directory or zip file without a
+        ``__main__`` module, else None."""
+        if self.path_entry is None or _main_spec(self.path_entry) is not None:
+            return None
+        return f"can't find '__main__' module in {self.path_entry!r}"
 
 
 def split_program(argv: list[str], i: int) -> Program | None:
@@ -70,6 +92,8 @@ def prepare(program: Program) -> None:
         sys.path[0] = os.getcwd()
     elif program.kind == "code":
         sys.path[0] = ""
+    elif program.path_entry is not None:
+        sys.path[0] = program.path_entry
     else:
         sys.path[0] = os.path.dirname(os.path.abspath(program.target))
 
@@ -90,6 +114,9 @@ def run(program: Program, keep: list[dict[str, Any]] | None = None) -> None:
         namespace = as_program(runpy.run_module, program.target, None, "__main__", True)
     elif program.kind == "code":
         namespace = _run_code(program.target)
+    elif program.path_entry is not None:
+        _run_path_entry(program.path_entry, keep)
+        return
     else:
         path = os.path.abspath(program.target)
         # run_path(path_name, init_globals, run_name), positionally.
@@ -115,6 +142,40 @@ def _run_code(code: str) -> dict[str, Any]:
         if saved is not None:
             sys.modules["__main__"] = saved
     return main.__dict__
+
+
+def _main_spec(entry: str) -> ModuleSpec | None:
+    finder = pkgutil.get_importer(entry)
+    return None if finder is None else finder.find_spec("__main__")
+
+
+def _run_path_entry(entry: str, keep: list[dict[str, Any]] | None) -> None:
+    """``python DIR`` or ``python app.zip``: the ``__main__`` module found in ``entry``
+    runs as ``__main__``, with the globals python gives it (``sys.argv`` is left as
+    :func:`prepare` set it). Its globals go into ``keep`` first: they outlive an
+    exception or ``sys.exit`` too, as in python."""
+    spec = _main_spec(entry)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"can't find '__main__' module in {entry!r}")
+    code = spec.loader.get_code("__main__")  # type: ignore[attr-defined]
+    main = types.ModuleType("__main__")
+    main.__dict__.update(
+        __file__=spec.origin,
+        __cached__=spec.cached,
+        __loader__=spec.loader,
+        __package__="",
+        __spec__=spec,
+        __builtins__=builtins,
+    )
+    if keep is not None:
+        keep.append(main.__dict__)
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        _native._call_as_program(exec, code, main.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
 
 
 def program_launcher_files() -> list[str]:

@@ -188,6 +188,10 @@ def main(argv: list[str]) -> int:
     if missing is not None:
         print(f"memtape run: {missing}", file=sys.stderr)
         return 2
+    no_main = opts.program.missing_main()
+    if no_main is not None:
+        print(f"memtape run: {no_main}", file=sys.stderr)
+        return 1
     shown = opts.output or default_output(opts.program)
     path = os.path.abspath(shown)  # the program may change directory
     refuse_overwrite("run", shown, opts.force)

@@ -1,12 +1,13 @@
-"""``memtape diff``: what grew, with tracemalloc's compare_to semantics.
+"""What grew, with tracemalloc's compare_to semantics: the sites that grew most first.
 
-    memtape diff OLD NEW                  live at the end of OLD vs at the end of NEW
-    memtape diff FILE --from A --to B     two moments of one file
+  memtape diff OLD NEW                 live at the end of OLD vs at the end of NEW
+  memtape diff FILE --from A --to B    two moments of one capture
 
-A moment is ``start``, ``peak``, ``end``, ``marker:LABEL`` (from ``memtape.mark``) or a
-time since the start like ``1.5s`` or ``250ms``. With ``--follow-children`` captures,
-``--pid PID`` compares that process (in both files: the same pid, or, with two files,
-``--pid`` for OLD and ``--new-pid`` for NEW); without it, the root processes.
+A moment is start, peak, end, marker:LABEL (from memtape.mark) or a time since the
+start within the recording, like 1.5s or 250ms (ns, us, ms or s). With
+--follow-children captures, --pid PID compares that process (in both files: the same
+pid, or, with two files, --pid for OLD and --new-pid for NEW); without it, the root
+processes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import argparse
 import json
 import re
 
+from memtape import _native
 from memtape.cli.capture_file import fail, open_capture
+from memtape.cli.command_parser import command_parser, whole_number
 from memtape.cli.process_set import open_set
 
 _TIME = re.compile(r"^(\d+(?:\.\d*)?)(ns|us|ms|s)$")
@@ -31,22 +34,77 @@ def moment_spec(text: str) -> str | None:
     m = _TIME.match(text)
     if m:
         return f"time:{int(float(m.group(1)) * _SCALE[m.group(2)])}"
-    fail("diff", f"bad moment {text!r}: use start, peak, end, marker:LABEL or a time like 1.5s")
+    raise argparse.ArgumentTypeError(
+        f"bad moment {text!r}: use start, peak, end, marker:LABEL or a time like 1.5s"
+    )
+
+
+def moment(text: str) -> str:
+    """An option's type: a moment (checked here; its time against the file later)."""
+    moment_spec(text)
+    return text
+
+
+def check_within(
+    p: argparse.ArgumentParser, option: str, text: str, path: str, capture: _native.Capture
+) -> None:
+    """A usage error when a time moment lies past the end of the recording."""
+    spec = moment_spec(text)
+    if spec is None or not spec.startswith("time:"):
+        return
+    duration_ns = int(json.loads(capture.summary_json(0)).get("duration_ns") or 0)
+    if int(spec[len("time:") :]) > duration_ns:
+        p.error(
+            f"argument {option}: {text} is past the end of the recording: {path} spans "
+            f"0 to {duration_ns / 1e9:.3f}s"
+        )
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(
-        prog="memtape diff", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+    p = command_parser("diff", __doc__ or "")
     p.add_argument("old", help="the earlier capture (or the only one, with --from/--to)")
     p.add_argument("new", nargs="?", help="the later capture")
-    p.add_argument("--from", dest="start", default=None, help="moment in OLD (default end)")
-    p.add_argument("--to", dest="stop", default=None, help="moment in NEW (default end)")
-    p.add_argument("--by", choices=("lineno", "filename", "traceback"), default="lineno")
-    p.add_argument("--limit", type=int, default=10)
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--pid", type=int, default=None, help="the process to compare (OLD's)")
-    p.add_argument("--new-pid", type=int, default=None, help="NEW's process (default --pid)")
+    p.add_argument(
+        "--from",
+        dest="start",
+        type=moment,
+        default=None,
+        metavar="MOMENT",
+        help="the moment in OLD (default: end)",
+    )
+    p.add_argument(
+        "--to",
+        dest="stop",
+        type=moment,
+        default=None,
+        metavar="MOMENT",
+        help="the moment in NEW, or in OLD when it is the only capture (default: end)",
+    )
+    p.add_argument(
+        "--by",
+        choices=("lineno", "filename", "traceback"),
+        default="lineno",
+        help="group the memory by line, by file or by whole traceback (default: lineno)",
+    )
+    p.add_argument(
+        "--limit", type=whole_number(0), default=10, metavar="N", help="rows to show (default: 10)"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument(
+        "--pid",
+        type=int,
+        default=None,
+        metavar="PID",
+        help="with --follow-children captures: the process to compare, OLD's with two files "
+        "(default: the root process)",
+    )
+    p.add_argument(
+        "--new-pid",
+        type=int,
+        default=None,
+        metavar="PID",
+        help="with two --follow-children captures: NEW's process (default: --pid)",
+    )
     args = p.parse_args(argv)
     if args.pid is not None or args.new_pid is not None:
         args.old = _process_path(args.old, args.pid)
@@ -54,7 +112,7 @@ def main(argv: list[str]) -> int:
             args.new = _process_path(args.new, args.new_pid or args.pid)
     start, stop = args.start or "end", args.stop or "end"
     if args.new is None and args.start is None and args.stop is None:
-        fail("diff", "give two captures, or one capture with --from and --to")
+        p.error("give two captures, or one capture with --from and --to")
     old_spec, new_spec = moment_spec(start), moment_spec(stop)
     if args.new is None:
         specs = [s for s in (old_spec, new_spec) if s is not None]
@@ -63,6 +121,8 @@ def main(argv: list[str]) -> int:
     else:
         old = open_capture("diff", args.old, [old_spec] if old_spec else [])
         new = open_capture("diff", args.new, [new_spec] if new_spec else [])
+    check_within(p, "--from", start, args.old, old)
+    check_within(p, "--to", stop, args.new or args.old, new)
 
     def where(text: str, spec: str | None, same_file_index: int) -> str:
         if spec is None:

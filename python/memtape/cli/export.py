@@ -1,39 +1,52 @@
-"""``memtape export FILE --format torch|tracemalloc|json|csv -o OUT``.
+"""The recording in another tool's format, or as data:
 
-- ``torch``: the last ``--max-entries`` events as a PyTorch memory_viz snapshot (pickle;
-  ``OUT.json`` gets the viewer's JSON form);
-- ``tracemalloc``: the blocks live at the end as a standard-library tracemalloc
-  snapshot (``tracemalloc.Snapshot.load`` reads it);
-- ``json``: totals, peak and top sites;
-- ``csv``: memory over time (the report's chart), one row per point: time, live bytes
-  of the Python heap, native code and frameworks, and their total.
+  torch        the last --max-entries events as a PyTorch memory_viz snapshot (a
+               pickle; a FILE ending in .json gets the viewer's JSON form)
+  tracemalloc  the blocks live at the end as a standard-library tracemalloc snapshot
+               (tracemalloc.Snapshot.load reads it)
+  json         totals, the peak and the top sites
+  csv          memory over time (the report's chart), one row per point: the time, the
+               live bytes of the Python heap, native code and frameworks, and their total
 
-For a ``--follow-children`` capture, ``json`` adds the combined numbers and each process
-(as ``memtape stats --json``), ``tracemalloc`` holds every process' blocks live at its
-end, and ``torch`` (one address space per snapshot) exports the root process; ``--pid``
-picks one process for any format.
+For a --follow-children capture, json adds the combined numbers and each process (as
+memtape stats --json does), tracemalloc holds every process' blocks live at its end, and
+torch (one address space per snapshot) exports the root process; --pid picks one
+process for any format.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import sys
 
 from memtape.cli import process_set as ps
 from memtape.cli.capture_file import Progress, fail, refuse_overwrite, write_text
+from memtape.cli.command_parser import command_parser, whole_number
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(
-        prog="memtape export", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+    p = command_parser("export", __doc__ or "")
     p.add_argument("file", help="a capture file from memtape run")
-    p.add_argument("--format", required=True, choices=("torch", "tracemalloc", "json", "csv"))
-    p.add_argument("-o", "--output", required=True)
-    p.add_argument("--max-entries", type=int, default=100_000, help="torch: events kept")
-    p.add_argument("--force", action="store_true", help="overwrite the output file")
+    p.add_argument(
+        "--format",
+        required=True,
+        choices=("torch", "tracemalloc", "json", "csv"),
+        help="the format to write, one of those above (required)",
+    )
+    p.add_argument(
+        "-o", "--output", required=True, metavar="FILE", help="the file to write (required)"
+    )
+    p.add_argument(
+        "--max-entries",
+        type=whole_number(0),
+        default=100_000,
+        metavar="N",
+        help="torch: the events kept, the last ones (default: 100000)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite the output file (default: refuse)"
+    )
     ps.add_pid_option(p)
     args = p.parse_args(argv)
     refuse_overwrite("export", args.output, args.force)

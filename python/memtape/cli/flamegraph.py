@@ -1,23 +1,35 @@
-"""``memtape flamegraph FILE -o out.html``: memory live at the peak as a flame graph
-(what was allocated, and still held, when memory use was highest); ``--leaks`` shows
-memory allocated and never freed instead. For a ``--follow-children`` capture: every
-process under one root (at the combined peak, or never freed); ``--pid`` shows one."""
+"""Memory live at the peak as a flame graph in one HTML page: what was allocated, and
+still held, when memory use was highest; --leaks shows memory never freed instead.
+
+For a --follow-children capture: every process under one root (at the combined peak, or
+never freed); --pid shows one."""
 
 from __future__ import annotations
 
-import argparse
-
 from memtape.cli import process_set as ps
 from memtape.cli.capture_file import refuse_overwrite, write_text
+from memtape.cli.command_parser import command_parser
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="memtape flamegraph", description=__doc__)
+    p = command_parser("flamegraph", __doc__ or "")
     p.add_argument("file", help="a capture file from memtape run")
-    p.add_argument("-o", "--output", required=True, help="the HTML file to write")
-    p.add_argument("--leaks", action="store_true", help="memory never freed (live at the end)")
-    p.add_argument("--folded", action="store_true", help="write folded stacks instead of HTML")
-    p.add_argument("--force", action="store_true", help="overwrite the output file")
+    p.add_argument(
+        "-o", "--output", required=True, metavar="FILE", help="the HTML file to write (required)"
+    )
+    p.add_argument(
+        "--leaks",
+        action="store_true",
+        help="memory never freed, live at the end (default: live at the peak)",
+    )
+    p.add_argument(
+        "--folded",
+        action="store_true",
+        help="write folded stacks ('a;b;c BYTES' lines) instead of HTML",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite the output file (default: refuse)"
+    )
     ps.add_pid_option(p)
     args = p.parse_args(argv)
     refuse_overwrite("flamegraph", args.output, args.force)

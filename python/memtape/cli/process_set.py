@@ -245,6 +245,7 @@ def add_pid_option(parser: Any) -> None:
         "--pid",
         type=int,
         default=None,
+        metavar="PID",
         help="with a --follow-children capture: only this process (default: all combined)",
     )
 

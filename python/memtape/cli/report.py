@@ -1,24 +1,34 @@
-"""``memtape report FILE -o report.html``: one self-contained page that works offline:
-memory over time, the flame graph at the peak, the top sites, leaks and the run's
-metadata. For a ``--follow-children`` capture: a page with a process selector (all
-processes combined, or each one's own report); ``--pid`` writes one process' report.
-Click the chart for the memory live at a moment, drag across it for what a stretch of
-time allocated and kept; the timeline downloads as CSV."""
+"""One self-contained HTML page that works offline: memory over time, the flame graph
+at the peak, the top sites, leaks and the run's metadata. Click the chart for the memory
+live at a moment, drag across it for what a stretch of time allocated and kept; the
+timeline downloads as CSV.
+
+For a --follow-children capture: a page with a process selector (all processes
+combined, or each one's own report); --pid writes one process' report."""
 
 from __future__ import annotations
 
-import argparse
-
 from memtape.cli import process_set as ps
 from memtape.cli.capture_file import refuse_overwrite, write_text
+from memtape.cli.command_parser import command_parser, whole_number
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="memtape report", description=__doc__)
+    p = command_parser("report", __doc__ or "")
     p.add_argument("file", help="a capture file from memtape run")
-    p.add_argument("-o", "--output", required=True, help="the HTML file to write")
-    p.add_argument("--top", type=int, default=50, help="sites in the table (default 50)")
-    p.add_argument("--force", action="store_true", help="overwrite the output file")
+    p.add_argument(
+        "-o", "--output", required=True, metavar="FILE", help="the HTML file to write (required)"
+    )
+    p.add_argument(
+        "--top",
+        type=whole_number(0),
+        default=50,
+        metavar="N",
+        help="sites in the table (default: 50)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite the output file (default: refuse)"
+    )
     ps.add_pid_option(p)
     args = p.parse_args(argv)
     refuse_overwrite("report", args.output, args.force)

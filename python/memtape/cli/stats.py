@@ -1,23 +1,30 @@
-"""``memtape stats FILE``: totals, the peak and when it happened, top sites. For a
-``--follow-children`` capture: every process combined (the combined peak is the highest
-sum of their live memory at one moment), then each process; ``--pid`` shows one."""
+"""Totals, the peak and when it happened, and the top allocation sites at the peak.
+
+For a --follow-children capture: every process combined (the combined peak is the
+highest sum of their live memory at one moment), then each process; --pid shows one."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Any
 
 from memtape.byte_size import format_size
 from memtape.cli import process_set as ps
 from memtape.cli import process_set_sites as pss
+from memtape.cli.command_parser import command_parser, whole_number
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="memtape stats", description=__doc__)
+    p = command_parser("stats", __doc__ or "")
     p.add_argument("file", help="a capture file from memtape run")
-    p.add_argument("--limit", type=int, default=10, help="top sites to list (default 10)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--limit",
+        type=whole_number(0),
+        default=10,
+        metavar="N",
+        help="top sites to list (default: 10)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
     ps.add_pid_option(p)
     args = p.parse_args(argv)
     pset = ps.open_set("stats", args.file, args.pid)

@@ -1,28 +1,36 @@
-"""``memtape top FILE``: top allocation sites by line, file or traceback. For a
-``--follow-children`` capture: summed over every process, at the combined peak (each
-process' live set at that moment) or at the end; ``--pid`` shows one process."""
+"""Top allocation sites by line, file or traceback, at the peak or at the end.
+
+For a --follow-children capture: summed over every process, at the combined peak (each
+process' live set at that moment) or at the end; --pid shows one process."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 from memtape.cli import process_set as ps
 from memtape.cli import process_set_sites as pss
+from memtape.cli.command_parser import command_parser, whole_number
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="memtape top", description=__doc__)
+    p = command_parser("top", __doc__ or "")
     p.add_argument("file", help="a capture file from memtape run")
-    p.add_argument("--by", choices=("lineno", "filename", "traceback"), default="lineno")
-    p.add_argument("--limit", type=int, default=10, help="rows to show (default 10)")
+    p.add_argument(
+        "--by",
+        choices=("lineno", "filename", "traceback"),
+        default="lineno",
+        help="group the memory by line, by file or by whole traceback (default: lineno)",
+    )
+    p.add_argument(
+        "--limit", type=whole_number(0), default=10, metavar="N", help="rows to show (default: 10)"
+    )
     p.add_argument(
         "--at",
         choices=("peak", "end"),
         default="peak",
-        help="memory live at the peak (default) or at the end (never freed)",
+        help="memory live at the peak, or at the end: never freed (default: peak)",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
     ps.add_pid_option(p)
     args = p.parse_args(argv)
     pset = ps.open_set("top", args.file, args.pid)

@@ -181,7 +181,7 @@ def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
     globals_kept.clear()
     with contextlib.suppress(OSError, ValueError):  # the program may have closed stdout
         sys.stdout.flush()
-    if isinstance(failure, KeyboardInterrupt):
+    if isinstance(failure, KeyboardInterrupt) or end.summary_interrupted:
         # As python ends after an uncaught KeyboardInterrupt.
         die_by_signal(signal.SIGINT)
     return code

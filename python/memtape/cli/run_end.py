@@ -50,6 +50,9 @@ class CaptureEnd:
     ) -> None:
         self.shown, self.path, self.quiet = shown, path, quiet
         self.follower = follower
+        #: Ctrl-C stopped the summary (the capture was complete): the process then ends
+        #: by SIGINT, as after a Ctrl-C that ends the program.
+        self.summary_interrupted = False
         self.pid = os.getpid()
         self._claim = threading.Lock()
         self._done = threading.Event()
@@ -90,21 +93,41 @@ class CaptureEnd:
         return claimed
 
     def _write_end(self, exit_kind: str, code: int) -> None:
-        """The claimed part of :meth:`finish`."""
+        """The claimed part of :meth:`finish`. A Ctrl-C meanwhile (often a second one:
+        the first ended the program) skips the summary, in one line, and still says how
+        to read the capture, which is finished first (nothing else runs before the
+        trailer: the capture would record it)."""
         try:
-            try:
-                _mlx.follow("capture", False)
-                events, size = _native._stop_capture(exit_kind, code)
-            except OSError as exc:  # disk full, file removed: the program's outcome stands
-                print(f"memtape run: {exc}", file=sys.stderr)
-                events, size = 0, 0
+            events, size = self._stop(exit_kind, code)
             if not self.quiet:
                 from memtape.cli.summary import print_run_summary
 
-                shown = self.shown if os.path.exists(self.shown) else self.path
-                print_run_summary(shown, events, size, follower=self.follower)
+                print_run_summary(self._shown(), events, size, follower=self.follower)
+        except KeyboardInterrupt:
+            self.summary_interrupted = True
+            with contextlib.suppress(RuntimeError):  # stopped already: "no capture ..."
+                self._stop(exit_kind, code)  # interrupted before the trailer was written
+            if not self.quiet:
+                from memtape.cli.summary import print_read_hints
+
+                skipped = f"summary skipped; the capture is complete: {self._shown()}"
+                print(f"\nmemtape: {skipped}", file=sys.stderr)
+                print_read_hints(self._shown())
         finally:
             self._done.set()
+
+    def _shown(self) -> str:
+        """The capture's path as given, or absolute when the program changed directory."""
+        return self.shown if os.path.exists(self.shown) else self.path
+
+    def _stop(self, exit_kind: str, code: int) -> tuple[int, int]:
+        """Writes the trailer; the events recorded and the file's size."""
+        try:
+            _mlx.follow("capture", False)
+            return _native._stop_capture(exit_kind, code)
+        except OSError as exc:  # disk full, file removed: the program's outcome stands
+            print(f"memtape run: {exc}", file=sys.stderr)
+            return 0, 0
 
 
 def _status(status: object) -> int:

@@ -36,10 +36,15 @@ def print_run_summary(
     )
     print(capture.top_text("lineno", "peak", top), file=err)
     _print_children(path, capture.metadata_json)
-    print("read it with:", file=err)
+    print_read_hints(path)
+
+
+def print_read_hints(path: str) -> None:
+    """The commands that read the capture."""
+    print("read it with:", file=sys.stderr)
     for command in ("stats", "top", "flamegraph {} -o flamegraph.html", "report {} -o report.html"):
         line = command.format(path) if "{}" in command else f"{command} {path}"
-        print(f"  memtape {line}", file=err)
+        print(f"  memtape {line}", file=sys.stderr)
 
 
 def _analysis(path: str, follower: _native.CaptureFollower | None) -> _native.Capture:

@@ -22,6 +22,7 @@ import pytest
 
 from memtape.pytest_plugin.checks import (
     LeakLimit,
+    MarkerError,
     MemoryLimit,
     check_leaks,
     check_memory,
@@ -169,11 +170,14 @@ class MemtapePlugin:
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         if not self._records(item):
             return (yield)
-        leaks = leak_limit(item)
+        bad_marker: str | None = None
         try:
+            leaks = leak_limit(item)
             memory = memory_limit(item, self.default_limit)
-        except ValueError as exc:
-            raise pytest.UsageError(f"{item.nodeid}: limit_memory: {exc}") from None
+        except MarkerError as exc:
+            bad_marker = str(exc)
+        if bad_marker is not None:  # the test fails with this one line, the others run
+            pytest.fail(bad_marker, pytrace=False)
         for _ in range(leaks.warmups if leaks else 0):
             item.runtest()
         recording = self._start(item, "call")

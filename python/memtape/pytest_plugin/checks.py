@@ -62,24 +62,59 @@ class LeakLimit:
     repeat: int
 
 
+class MarkerError(ValueError):
+    """A limit marker given arguments it does not take: the message names the test, the
+    marker as written, what is wrong and what the marker takes."""
+
+
+_TAKES = {
+    "limit_memory": "limit_memory takes one size: bytes (1024) or a string like '24 MB'",
+    "limit_leaks": "limit_leaks takes one size (bytes, or a string like '1 MB') and "
+    "optionally filter_fn=a callable, warmups=an int >= 0, repeat=an int >= 1",
+}
+
+
+def _marker_error(item: pytest.Item, mark: pytest.Mark, reason: str) -> MarkerError:
+    written = ", ".join([*map(repr, mark.args), *(f"{k}={v!r}" for k, v in mark.kwargs.items())])
+    return MarkerError(f"{item.nodeid}: @pytest.mark.{mark.name}({written}): {reason}")
+
+
+def _size_of(item: pytest.Item, mark: pytest.Mark, keywords: tuple[str, ...] = ()) -> int:
+    """The marker's one positional argument, a size; a MarkerError for anything else."""
+    unknown = sorted(set(mark.kwargs) - set(keywords))
+    if unknown:
+        reason = f"unknown keyword argument {unknown[0]!r}; {_TAKES[mark.name]}"
+        raise _marker_error(item, mark, reason)
+    if len(mark.args) != 1:
+        given = f"{len(mark.args)} given" if mark.args else "no size given"
+        reason = f"{given}; {_TAKES[mark.name]}"
+        raise _marker_error(item, mark, reason)
+    try:
+        return parse_size(mark.args[0])
+    except ValueError as exc:
+        raise _marker_error(item, mark, str(exc)) from None
+
+
 def memory_limit(item: pytest.Item, default: int | None) -> MemoryLimit | None:
     mark = item.get_closest_marker("limit_memory")
     if mark is None:
         return None if default is None else MemoryLimit(default)
-    (limit,) = mark.args
-    return MemoryLimit(parse_size(limit))
+    return MemoryLimit(_size_of(item, mark))
 
 
 def leak_limit(item: pytest.Item) -> LeakLimit | None:
     mark = item.get_closest_marker("limit_leaks")
     if mark is None:
         return None
-    (limit,) = mark.args
-    warmups = int(mark.kwargs.get("warmups", 0))
-    repeat = int(mark.kwargs.get("repeat", 1))
-    if warmups < 0 or repeat < 1:
-        raise pytest.UsageError(f"{item.nodeid}: limit_leaks needs warmups >= 0 and repeat >= 1")
-    return LeakLimit(parse_size(limit), mark.kwargs.get("filter_fn"), warmups, repeat)
+    limit = _size_of(item, mark, ("filter_fn", "warmups", "repeat"))
+    warmups, repeat = mark.kwargs.get("warmups", 0), mark.kwargs.get("repeat", 1)
+    for name, value, least in (("warmups", warmups, 0), ("repeat", repeat, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise _marker_error(item, mark, f"{name} must be an int >= {least}, not {value!r}")
+    filter_fn = mark.kwargs.get("filter_fn")
+    if filter_fn is not None and not callable(filter_fn):
+        raise _marker_error(item, mark, f"filter_fn must be callable, not {filter_fn!r}")
+    return LeakLimit(limit, filter_fn, warmups, repeat)
 
 
 def stack_lines(site: Site, frames: int) -> list[str]:

@@ -24,8 +24,8 @@ _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
 def parse_size(value: str | int | float) -> int:
     """Bytes in ``value``; ValueError names what is wrong."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value < 0:
-            raise ValueError(f"a size cannot be negative: {value!r}")
+        if not value >= 0 or value == float("inf"):  # NaN fails the first test
+            raise ValueError(f"a size must be a finite number >= 0, not {value!r}")
         return int(value)
     match = _SIZE.match(str(value))
     unit = match.group(2).upper() if match else None

@@ -129,3 +129,18 @@ def test_bad_marker_arguments_fail_their_test_in_one_line(tmp_path: Path, xdist:
     # The well-marked tests ran and were measured.
     over = failure_section(result.stdout, "test_over")
     assert over[0].startswith("Test was limited to 1.0 MiB but its peak was 2.0 MiB"), over
+
+
+def test_bad_numbers_in_the_plugins_options(tmp_path: Path) -> None:
+    """The plugin's counts are checked like the CLI's: pytest's usage error, status 4."""
+    for option, message in (
+        ("--memtape-stacks=0", "argument --memtape-stacks: must be at least 1, not 0"),
+        ("--memtape-stacks=-3", "argument --memtape-stacks: must be at least 1, not -3"),
+        (
+            "--memtape-most-allocations=-2",
+            "argument --memtape-most-allocations: must be at least 0, not -2",
+        ),
+    ):
+        result = pytest_run(tmp_path, "--memtape", option)
+        assert result.returncode == pytest.ExitCode.USAGE_ERROR, describe(result)
+        assert f"error: {message}\n" in result.stderr, describe(result)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from memtape.cli.command_parser import whole_number
 from memtape.pytest_plugin.checks import (
     LeakLimit,
     MarkerError,
@@ -49,7 +50,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--memtape", action="store_true", help="record every test; report the top")
     group.addoption(
         "--memtape-most-allocations",
-        type=int,
+        type=whole_number(0),
         default=5,
         metavar="N",
         help="tests listed in the report, highest peak first (0: all; default 5)",
@@ -61,7 +62,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--memtape-stacks",
-        type=int,
+        type=whole_number(1),
         default=8,
         metavar="N",
         help="frames shown per allocation site in failures (default 8)",

@@ -17,6 +17,7 @@ import json
 import re
 
 from memtape import _native
+from memtape.byte_size import format_size_diff
 from memtape.cli.capture_file import fail, open_capture
 from memtape.cli.command_parser import command_parser, whole_number
 from memtape.cli.process_set import open_set
@@ -146,7 +147,7 @@ def main(argv: list[str]) -> int:
         print(json.dumps(data, separators=(",", ":")))
     else:
         print(out)
-        cells = ", ".join(f"{name} {value:+,} B" for name, value in change.items())
+        cells = ", ".join(f"{name} {format_size_diff(value)}" for name, value in change.items())
         print(f"By source (NEW - OLD): {cells}")
     return 0
 

@@ -81,7 +81,9 @@ def sites_text(sites: Sequence[SetSite], limit: int) -> str:
     ]
     rest = sites[limit:]
     if rest:
-        lines.append(f"... and {len(rest)} more sites ({format_size(sum(s.bytes for s in rest))})")
+        lines.append(
+            f"... and {len(rest):,} more sites ({format_size(sum(s.bytes for s in rest))})"
+        )
     return "\n".join(lines)
 
 

@@ -20,7 +20,7 @@ def print_run_summary(
     ``follower`` has analyzed the file while it was written: only its last blocks are
     left to read. Without one (or should it fail) the file is read now."""
     err = sys.stderr
-    print(f"\nmemtape: recorded {events:,} events into {path} ({size / 2**20:.1f} MiB)", file=err)
+    print(f"\nmemtape: recorded {events:,} events into {path} ({format_size(size)})", file=err)
     try:
         capture = _analysis(path, follower)
     except (OSError, ValueError) as exc:

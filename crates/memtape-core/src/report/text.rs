@@ -30,8 +30,9 @@ fn printable(s: &str) -> std::borrow::Cow<'_, str> {
 
 /// How the reports name `count` frees of blocks the replay never saw allocated.
 pub(crate) fn unknown_frees(count: u64) -> String {
+    let blocks = if count == 1 { "block" } else { "blocks" };
     format!(
-        "{} of blocks not seen allocated (from before the capture)",
+        "{} {blocks} not seen allocated (from before the capture)",
         grouped(count)
     )
 }
@@ -235,7 +236,7 @@ pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
         rows.push((
             "Native frees",
             format!(
-                "{} of memory allocated before tracing started (ignored)",
+                "{} frees of memory allocated before tracing started (ignored)",
                 grouped(n)
             ),
         ));

@@ -30,12 +30,12 @@ pub fn human_size_diff(bytes: i64) -> String {
     }
 }
 
-/// A signed count: `"+3"`, `"-1"`, `"0"`.
+/// A signed count, grouped like [`grouped`]: `"+115,479"`, `"-1"`, `"0"`.
 pub fn signed_count(n: i64) -> String {
-    if n > 0 {
-        format!("+{n}")
-    } else {
-        n.to_string()
+    match n {
+        0 => "0".to_owned(),
+        n if n > 0 => format!("+{}", grouped(n.unsigned_abs())),
+        n => format!("-{}", grouped(n.unsigned_abs())),
     }
 }
 
@@ -88,6 +88,9 @@ mod tests {
         assert_eq!(human_size_diff(-2048), "-2.0 KiB");
         assert_eq!(human_size_diff(5), "+5 B");
         assert_eq!(signed_count(-3), "-3");
+        assert_eq!(signed_count(115_479), "+115,479");
+        assert_eq!(signed_count(-1_234_567), "-1,234,567");
+        assert_eq!(signed_count(0), "0");
         assert_eq!(grouped(1_234_567), "1,234,567");
         assert_eq!(grouped(999), "999");
         assert_eq!(grouped(1000), "1,000");

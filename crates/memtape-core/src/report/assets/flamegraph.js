@@ -6,11 +6,17 @@
   var ROW = 18;
   var UNITS = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
 
+  // As the Rust reports write them (units.rs): "512 B", "1.5 KiB", "+8.1 MiB", "1,234".
   function humanSize(b) {
     if (b < 1024) return b + " B";
     var u = 0;
     while (b >= 1024 && u + 1 < UNITS.length) { b /= 1024; u += 1; }
+    if (Math.round(b * 10) / 10 >= 1024 && u + 1 < UNITS.length) { b /= 1024; u += 1; }
     return b.toFixed(1) + " " + UNITS[u];
+  }
+
+  function grouped(n) {
+    return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
   }
 
   function pct(part, whole) {
@@ -179,7 +185,7 @@
   }
 
   // For the page's other scripts.
-  window.memtapeUnits = { humanSize: humanSize, pct: pct };
+  window.memtapeUnits = { humanSize: humanSize, pct: pct, grouped: grouped };
 
   var boxes = document.querySelectorAll(".fg");
   for (var i = 0; i < boxes.length; i++) init(boxes[i]);

@@ -26,6 +26,7 @@
   var TOP = 50;
   var humanSize = window.memtapeUnits.humanSize;
   var pct = window.memtapeUnits.pct;
+  var grouped = window.memtapeUnits.grouped;
   var IMPORT_FILE = /^<frozen (importlib\.|zipimport)|[\\/]importlib[\\/](_bootstrap|_bootstrap_external|__init__)\.py$/;
   var view = { kind: "peak" };
 
@@ -182,7 +183,7 @@
       tr.setAttribute("data-rank", String(n + 1));
       tr.setAttribute("data-bytes", String(s.bytes));
       tr.setAttribute("data-count", String(s.count));
-      [String(n + 1), humanSize(s.bytes), pct(s.bytes, total), String(s.count)].forEach(function (t) {
+      [String(n + 1), humanSize(s.bytes), pct(s.bytes, total), grouped(s.count)].forEach(function (t) {
         var td = tr.insertCell();
         td.className = "num";
         td.textContent = t;

@@ -96,7 +96,7 @@ fn stats_mention_cut_short_and_markers() {
     assert!(text.contains("Command line: app.py --fast\n"), "{text}");
     assert!(text.contains("Duration:     2.000 s (cut short"), "{text}");
     assert!(text.contains("Peak memory:  2.0 KiB in 2 blocks at 1.500 s (event 2)"));
-    assert!(text.contains("1 of blocks not seen allocated (from before the capture)"));
+    assert!(text.contains("1 block not seen allocated (from before the capture)"));
     assert!(text.contains("Marker:       loaded at 1.0 ms (event 1)"));
     let f = frame("evil\u{1b}[2J.py", "f\n", 3);
     assert_eq!(frame_location(&f), "evil\\u{1b}[2J.py:3 in f\\n");

@@ -186,8 +186,11 @@ class HeadlessChromium:
 
     # --- pages --------------------------------------------------------------------------
 
-    def load(self, path: str | os.PathLike[str], script: str) -> PageVisit:
-        """Opens ``path`` in a new tab; returns ``script``'s value and what the page did."""
+    def load(
+        self, path: str | os.PathLike[str], script: str, width: int | None = None
+    ) -> PageVisit:
+        """Opens ``path`` in a new tab (``width`` CSS pixels wide, else Chromium's default
+        window); returns ``script``'s value and what the page did."""
         url = Path(path).resolve().as_uri()
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
@@ -196,6 +199,9 @@ class HeadlessChromium:
         try:
             for domain in ("Page", "Runtime", "Log", "Network"):
                 self.send(f"{domain}.enable", session=session)
+            if width is not None:
+                metrics = {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}
+                self.send("Emulation.setDeviceMetricsOverride", metrics, session=session)
             self._events.clear()
             self.send("Page.navigate", {"url": url}, session=session)
             deadline = time.monotonic() + COMMAND_TIMEOUT_S

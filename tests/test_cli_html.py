@@ -119,6 +119,10 @@ class Pages:
     def site(self, tag: str) -> str:
         return f"{self.script}:{line_of(self.script, tag)}"
 
+    def label(self, function: str, tag: str) -> str:
+        """A flame-graph frame's label: the function, then the file's name and line."""
+        return f"{function}  {self.script.name}:{line_of(self.script, tag)}"
+
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory: pytest.TempPathFactory) -> Pages:
@@ -174,7 +178,7 @@ def test_report_in_chromium(browser: HeadlessChromium, pages: Pages) -> None:
 
     # The flame graph was drawn by its script, and shows the peak's frame.
     assert any(
-        f["text"] == f"make_peak ({pages.site('peak')})" and within(f["bytes"], 20 * MiB)
+        f["text"] == pages.label("make_peak", "peak") and within(f["bytes"], 20 * MiB)
         for f in dom["frames"]
     ), [f["text"] for f in dom["frames"]]
     assert_offline_markup(pages.report)
@@ -192,7 +196,7 @@ def test_flamegraph_in_chromium(
     frames = dom["frames"]
     assert frames, "the flame graph script drew no frames"
     root = max(frames, key=lambda f: f["bytes"])
-    expected = f"{function} ({pages.site(tag)})"
+    expected = pages.label(function, tag)
     matching = [f for f in frames if f["text"] == expected]
     assert matching, [f["text"] for f in frames]
     # The known site holds most of what the graph shows.
@@ -252,7 +256,7 @@ def test_hostile_names_are_text_in_the_flamegraph(
     page, dom = visit(browser, flamegraph)
     assert page.dialogs == [] and dom["images"] == 0
     assert not [s for s in dom["runnable"] if "alert(" in s], dom["runnable"]
-    expected = f"{HOSTILE_FUNCTION} ({script}:{line_of(script, 'hostile')})"
+    expected = f"{HOSTILE_FUNCTION}  {script.name}:{line_of(script, 'hostile')}"
     assert [f for f in dom["frames"] if f["text"] == expected], [f["text"] for f in dom["frames"]]
 
 

@@ -19,6 +19,12 @@
     return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
   }
 
+  // The file's last path component: labels stay short, the tooltip has the whole path.
+  function baseName(file) {
+    var i = Math.max(file.lastIndexOf("/"), file.lastIndexOf("\\"));
+    return i >= 0 ? file.slice(i + 1) : file;
+  }
+
   function pct(part, whole) {
     return whole > 0 ? (100 * part / whole).toFixed(1) + "%" : "0%";
   }
@@ -78,9 +84,12 @@
       var f = data.frames[node.frame];
       return strings[f[1]] ? strings[f[1]] + ":" + f[2] : "";
     }
+    // "function  file.py:line": the function first, then the file without its directory.
     function label(node) {
-      var w = where(node);
-      return w ? fn(node) + " (" + w + ")" : fn(node);
+      if (node.frame < 0) return fn(node);
+      var f = data.frames[node.frame];
+      var file = strings[f[1]];
+      return file ? fn(node) + "  " + baseName(file) + ":" + f[2] : fn(node);
     }
     function color(node) {
       if (node.frame < 0) return "hsl(0, 0%, 80%)";
@@ -91,7 +100,7 @@
     }
     function matches(node) {
       return query !== "" && node.frame >= 0 &&
-        label(node).toLowerCase().indexOf(query) !== -1;
+        (fn(node) + " " + where(node)).toLowerCase().indexOf(query) !== -1;
     }
 
     function draw() {

@@ -6,8 +6,9 @@ another. The page is loaded once and a script clicks, drags and toggles like a u
 dispatching mouse events on the chart at the phase markers' positions, and reads the
 flame graph and top sites after each step: a click in phase one shows phase one's line
 and not phase two's, a drag over phase two the reverse, "Back to the peak" restores the
-default view, the import select changes the stacks, and the CSV download holds the
-chart's points split by source.
+default view, and the CSV download holds the chart's points split by source. The page is
+made three ways (``--imports hide``, the default, ``fold`` and ``show``): every view of it
+shows import machinery that way.
 """
 
 from __future__ import annotations
@@ -130,16 +131,7 @@ DRIVE = r"""
   mouse(chart, "mousemove", (two + plotEnd) / 2);
   mouse(window, "mouseup", plotEnd);
   steps.drag = read();
-  const mode = document.getElementById("import-mode");
-  for (const value of ["hide", "fold"]) {
-    mode.value = value;
-    mode.dispatchEvent(new Event("change"));
-    steps["drag_" + value] = read();
-  }
   document.getElementById("window-reset").click();
-  steps.peak_fold = read();
-  mode.value = "all";
-  mode.dispatchEvent(new Event("change"));
   steps.back = read();
   // The CSV button: catch the blob it hands to the download link.
   let blob = null;
@@ -165,8 +157,11 @@ class Recording:
         self.script = write_program(root / "program.py", PROGRAM)
         self.capture = root / "program.mtape"
         record(self.script, self.capture, cwd=root)
-        self.report = root / "report.html"
-        ok(memtape("report", self.capture, "-o", self.report))
+        self.reports = {}
+        for mode in ("hide", "fold", "show"):
+            self.reports[mode] = root / f"report-{mode}.html"
+            options = () if mode == "hide" else ("--imports", mode)
+            ok(memtape("report", self.capture, "-o", self.reports[mode], *options))
         self.csv = root / "timeline.csv"
         ok(memtape("export", self.capture, "--format", "csv", "-o", self.csv))
         self.stats = read_json("stats", self.capture)
@@ -179,9 +174,13 @@ class Recording:
 @pytest.fixture(scope="module")
 def steps(browser: HeadlessChromium, tmp_path_factory: pytest.TempPathFactory) -> Any:
     rec = Recording(tmp_path_factory.mktemp("window"))
-    page = browser.load(rec.report, DRIVE)
-    assert page.problems() == [], "\n".join(page.problems())
-    return rec, page.value
+    pages = {}
+    for mode, report in rec.reports.items():
+        page = browser.load(report, DRIVE)
+        assert page.problems() == [], "\n".join(page.problems())
+        pages[mode] = page.value
+    # The default page (import machinery hidden) for the views; the others by mode.
+    return rec, {**pages["hide"], "by_mode": pages}
 
 
 def locs(step: dict[str, Any]) -> list[str]:
@@ -206,7 +205,7 @@ def test_click_shows_the_moment(steps: Any) -> None:
     assert 20 <= click["sites"][0]["count"] <= 25  # and the list growing
     assert two not in locs(click)
     assert not [t for t in frame_texts(click) if "phase_two" in t], frame_texts(click)
-    assert any(t.startswith("phase_one (") for t in frame_texts(click))
+    assert any(t.startswith("phase_one  program.py:") for t in frame_texts(click))
     assert click["statusBytes"] >= 32 * MiB  # phase one and the imported table
 
 
@@ -237,25 +236,41 @@ def test_back_to_the_peak(steps: Any) -> None:
         assert back[key] == peak[key], key
 
 
-def test_import_frames_hidden_or_folded(steps: Any) -> None:
+def test_import_frames_hidden_folded_or_shown(steps: Any) -> None:
     rec, s = steps
     importing = rec.site("importing", "<module>")
     module_level = rec.site("module-level", "<module>")
-    peak = s["peak"]
+    machinery = "<frozen importlib"
     # Shown: the import machinery sits between the importing line and the module.
-    assert any("<frozen importlib._bootstrap>" in t for t in frame_texts(peak)), frame_texts(peak)
-    assert module_level in locs(peak)
-    hide = s["drag_hide"]
-    assert not any("<frozen importlib" in t for t in frame_texts(hide))
-    assert locs(hide)[0] == rec.site("phase-two", "phase_two")
-    # Folded, at the peak: the module's table belongs to the line that imported it.
-    fold = s["peak_fold"]
-    assert fold["view"] == "peak" and fold["sitesTable"] == "window-sites"
-    assert not any("<frozen importlib" in t for t in frame_texts(fold))
-    assert not any("window_mod.py" in t for t in frame_texts(fold)), frame_texts(fold)
-    folded = [x for x in fold["sites"] if x["loc"] == importing]
-    assert folded and folded[0]["bytes"] >= 12 * MiB, fold["sites"]
-    assert module_level not in locs(fold)
+    shown = s["by_mode"]["show"]["peak"]
+    assert any("<frozen importlib._bootstrap>" in t for t in frame_texts(shown)), frame_texts(shown)
+    assert module_level in locs(shown)
+    # Hidden (the default), in every view: the module's table stays on its own line,
+    # drawn right under the importing line.
+    for step in ("peak", "click", "drag", "back"):
+        assert not any(machinery in t for t in frame_texts(s[step])), (step, frame_texts(s[step]))
+    assert module_level in locs(s["peak"])
+    assert f"<module>  window_mod.py:{line_of(rec.module, 'module-level')}" in frame_texts(
+        s["peak"]
+    )
+    assert locs(s["drag"])[0] == rec.site("phase-two", "phase_two")
+    # Folded: the import is one frame at the importing line, the module's table in it.
+    fold = s["by_mode"]["fold"]
+    for step in ("peak", "click"):
+        assert not any(machinery in t for t in frame_texts(fold[step]))
+        assert not any("window_mod.py" in t for t in frame_texts(fold[step])), frame_texts(
+            fold[step]
+        )
+    folded = [
+        x
+        for x in fold["peak"]["sites"]
+        if x["loc"] == importing.replace("<module>", "[import window_mod]")
+    ]
+    assert folded and folded[0]["bytes"] >= 12 * MiB, fold["peak"]["sites"]
+    assert module_level not in locs(fold["peak"])
+    assert f"[import window_mod]  program.py:{line_of(rec.script, 'importing')}" in frame_texts(
+        fold["peak"]
+    )
 
 
 def test_csv_download(steps: Any) -> None:

@@ -49,9 +49,12 @@ def refuse_overwrite(command: str, path: str, force: bool) -> None:
         fail(command, f"{path} already exists; use --force to overwrite it")
 
 
-def open_capture(command: str, path: str, moments: Sequence[str] = ()) -> _native.Capture:
-    """Reads and analyzes ``path``; exits with status 2 on a bad or missing file. Only
-    ``report`` builds the HTML report's time-window data."""
+def open_capture(
+    command: str, path: str, moments: Sequence[str] = (), imports: str = "hide"
+) -> _native.Capture:
+    """Reads and analyzes ``path``, import machinery shown as ``imports`` says; exits
+    with status 2 on a bad or missing file. Only ``report`` builds the HTML report's
+    time-window data."""
     progress = Progress(f"reading {path}")
     try:
         capture = _native.analyze_capture(
@@ -59,6 +62,7 @@ def open_capture(command: str, path: str, moments: Sequence[str] = ()) -> _nativ
             moments=list(moments),
             progress=progress if progress.enabled else None,
             time_window=command == "report",
+            imports=imports,
         )
     except _native.CaptureFileError as exc:
         fail(command, str(exc))

@@ -20,6 +20,7 @@ from memtape import _native
 from memtape.byte_size import format_size_diff
 from memtape.cli.capture_file import fail, open_capture
 from memtape.cli.command_parser import command_parser, whole_number
+from memtape.cli.import_option import add_imports_option
 from memtape.cli.process_set import open_set
 
 _TIME = re.compile(r"^(\d+(?:\.\d*)?)(ns|us|ms|s)$")
@@ -106,6 +107,7 @@ def main(argv: list[str]) -> int:
         metavar="PID",
         help="with two --follow-children captures: NEW's process (default: --pid)",
     )
+    add_imports_option(p)
     args = p.parse_args(argv)
     if args.pid is not None or args.new_pid is not None:
         args.old = _process_path(args.old, args.pid)
@@ -117,11 +119,11 @@ def main(argv: list[str]) -> int:
     old_spec, new_spec = moment_spec(start), moment_spec(stop)
     if args.new is None:
         specs = [s for s in (old_spec, new_spec) if s is not None]
-        capture = open_capture("diff", args.old, specs)
+        capture = open_capture("diff", args.old, specs, args.imports)
         old = new = capture
     else:
-        old = open_capture("diff", args.old, [old_spec] if old_spec else [])
-        new = open_capture("diff", args.new, [new_spec] if new_spec else [])
+        old = open_capture("diff", args.old, [old_spec] if old_spec else [], args.imports)
+        new = open_capture("diff", args.new, [new_spec] if new_spec else [], args.imports)
     check_within(p, "--from", start, args.old, old)
     check_within(p, "--to", stop, args.new or args.old, new)
 

@@ -23,6 +23,7 @@ import sys
 from memtape.cli import process_set as ps
 from memtape.cli.capture_file import Progress, fail, refuse_overwrite, write_text
 from memtape.cli.command_parser import command_parser, whole_number
+from memtape.cli.import_option import add_imports_option
 
 
 def main(argv: list[str]) -> int:
@@ -48,9 +49,10 @@ def main(argv: list[str]) -> int:
         "--force", action="store_true", help="overwrite the output file (default: refuse)"
     )
     ps.add_pid_option(p)
+    add_imports_option(p)
     args = p.parse_args(argv)
     refuse_overwrite("export", args.output, args.force)
-    pset = ps.open_set("export", args.file, args.pid)
+    pset = ps.open_set("export", args.file, args.pid, imports=args.imports)
     several = len(pset.processes) > 1
     capture = pset.root.capture
     progress = Progress(f"exporting {args.file}")

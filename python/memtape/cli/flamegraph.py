@@ -9,6 +9,7 @@ from __future__ import annotations
 from memtape.cli import process_set as ps
 from memtape.cli.capture_file import refuse_overwrite, write_text
 from memtape.cli.command_parser import command_parser
+from memtape.cli.import_option import add_imports_option
 
 
 def main(argv: list[str]) -> int:
@@ -31,9 +32,10 @@ def main(argv: list[str]) -> int:
         "--force", action="store_true", help="overwrite the output file (default: refuse)"
     )
     ps.add_pid_option(p)
+    add_imports_option(p)
     args = p.parse_args(argv)
     refuse_overwrite("flamegraph", args.output, args.force)
-    pset = ps.open_set("flamegraph", args.file, args.pid)
+    pset = ps.open_set("flamegraph", args.file, args.pid, imports=args.imports)
     at = "end" if args.leaks else "peak"
     if len(pset.processes) > 1:
         from memtape.cli import process_set_flame

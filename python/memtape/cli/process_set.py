@@ -95,6 +95,12 @@ class ProcessSet:
     """The root first, then the children by start time."""
 
     processes: list[Process]
+    #: How the set's reports show import machinery (``--imports``).
+    imports: str = "hide"
+
+    def analyze_at(self, p: Process, moment: str) -> _native.Capture:
+        """``p``'s capture read again for ``moment`` (a ``time:NS`` spec)."""
+        return _native.analyze_capture(p.path, moments=[moment], imports=self.imports)
 
     @property
     def root(self) -> Process:
@@ -119,20 +125,25 @@ def children_of(root_path: str, meta: dict[str, Any]) -> list[str]:
 
 
 def open_set(
-    command: str, path: str, pid: int | None = None, moments: Sequence[str] = ()
+    command: str,
+    path: str,
+    pid: int | None = None,
+    moments: Sequence[str] = (),
+    imports: str = "hide",
 ) -> ProcessSet:
     """The set whose root is ``path`` (a plain capture is a set of one); with ``pid``,
-    only that process. Exits with status 2 when ``pid`` is not in the set."""
+    only that process. Exits with status 2 when ``pid`` is not in the set. ``imports``:
+    how every report of it shows import machinery."""
     if pid is not None:
-        alone = _one_process(command, path, pid, moments)
+        alone = _one_process(command, path, pid, moments, imports)
         if alone is not None:
-            return ProcessSet([alone])
-    root = _process(path, open_capture(command, path, moments if pid is None else ()))
+            return ProcessSet([alone], imports)
+    root = _process(path, open_capture(command, path, moments if pid is None else (), imports))
     processes = [root]
     run_id = root.meta.get("run_id")
     for child in children_of(path, root.meta):
         try:
-            capture = _native.analyze_capture(child, moments=list(moments))
+            capture = _native.analyze_capture(child, moments=list(moments), imports=imports)
         except (OSError, ValueError) as exc:
             print(f"memtape {command}: skipping {child}: {exc}", file=sys.stderr)
             continue
@@ -141,23 +152,25 @@ def open_set(
             processes.append(p)
     processes[1:] = sorted(processes[1:], key=lambda p: (p.start_ns, p.pid))
     if pid is None:
-        return ProcessSet(processes)
+        return ProcessSet(processes, imports)
     chosen = [p for p in processes if p.pid == pid]
     if not chosen:
         pids = ", ".join(str(p.pid) for p in processes)
         fail(command, f"no process {pid} in {path} (its processes: {pids})")
     if chosen[0] is not root and moments:
-        chosen = [_process(chosen[0].path, open_capture(command, chosen[0].path, moments))]
-    return ProcessSet(chosen)
+        chosen = [_process(chosen[0].path, open_capture(command, chosen[0].path, moments, imports))]
+    return ProcessSet(chosen, imports)
 
 
-def _one_process(command: str, path: str, pid: int, moments: Sequence[str]) -> Process | None:
+def _one_process(
+    command: str, path: str, pid: int, moments: Sequence[str], imports: str
+) -> Process | None:
     """Process ``pid``'s capture read alone (not the whole set): the root's, or a child's
     whose name and run id match the root's; else None."""
     try:
         root_meta = json.loads(_native.capture_metadata(path))
         if root_meta.get("pid") == pid:
-            return _process(path, open_capture(command, path, moments))
+            return _process(path, open_capture(command, path, moments, imports))
         own = child_path(stem_of(path), pid)
         run_id = root_meta.get("run_id")
         if run_id is None or not os.path.isfile(own):
@@ -166,7 +179,7 @@ def _one_process(command: str, path: str, pid: int, moments: Sequence[str]) -> P
             return None
     except (OSError, ValueError):
         return None
-    return _process(own, open_capture(command, own, moments))
+    return _process(own, open_capture(command, own, moments, imports))
 
 
 def _ticks_on(p: Process, origin_ns: int, shift: int) -> tuple[dict[int, Tick], int]:

@@ -14,14 +14,15 @@ import json
 import re
 from typing import Any
 
-from memtape import _native
 from memtape.byte_size import format_size
 from memtape.cli import process_set as ps
 
 _DATA = re.compile(r'(<script type="application/json" class="fg-data">)(.*?)(</script>)', re.S)
 
 
-def _live_set(p: ps.Process, at: str, combined: ps.Combined | None) -> tuple[Any, str] | None:
+def _live_set(
+    pset: ps.ProcessSet, p: ps.Process, at: str, combined: ps.Combined | None
+) -> tuple[Any, str] | None:
     """The capture and the table name of ``p``'s live set at the combined peak or end."""
     if at == "end":
         return p.capture, "end"
@@ -29,7 +30,7 @@ def _live_set(p: ps.Process, at: str, combined: ps.Combined | None) -> tuple[Any
     moment = ps.moment_in(p, combined)
     if moment is None:
         return None
-    return _native.analyze_capture(p.path, moments=[moment]), "moment:0"
+    return pset.analyze_at(p, moment), "moment:0"
 
 
 def _script_json(data: dict[str, Any]) -> str:
@@ -54,7 +55,7 @@ def combined_page(pset: ps.ProcessSet, at: str, title: str, subtitle: str) -> st
         return index[s]
 
     for p in pset.processes:
-        live = _live_set(p, at, combined)
+        live = _live_set(pset, p, at, combined)
         if live is None:
             continue
         capture, where = live
@@ -100,7 +101,7 @@ def combined_folded(pset: ps.ProcessSet, at: str) -> str:
     combined = pset.combined() if at == "peak" else None
     lines: list[str] = []
     for p in pset.processes:
-        live = _live_set(p, at, combined)
+        live = _live_set(pset, p, at, combined)
         if live is None:
             continue
         capture, where = live

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memtape import _native
 from memtape.byte_size import format_size
 from memtape.cli.process_set import Combined, ProcessSet, moment_in
 
@@ -40,7 +39,7 @@ def combined_sites(
             moment = moment_in(p, combined)
             if moment is None:
                 continue
-            capture, where = _native.analyze_capture(p.path, moments=[moment]), "moment:0"
+            capture, where = pset.analyze_at(p, moment), "moment:0"
         for frames, nbytes, count in capture.sites(by, where, 1 << 62):
             site = merged.setdefault(frames, SetSite(frames, 0, 0, {}))
             site.bytes += nbytes

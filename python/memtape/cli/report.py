@@ -11,6 +11,7 @@ from __future__ import annotations
 from memtape.cli import process_set as ps
 from memtape.cli.capture_file import refuse_overwrite, write_text
 from memtape.cli.command_parser import command_parser, whole_number
+from memtape.cli.import_option import add_imports_option
 
 
 def main(argv: list[str]) -> int:
@@ -30,9 +31,10 @@ def main(argv: list[str]) -> int:
         "--force", action="store_true", help="overwrite the output file (default: refuse)"
     )
     ps.add_pid_option(p)
+    add_imports_option(p)
     args = p.parse_args(argv)
     refuse_overwrite("report", args.output, args.force)
-    pset = ps.open_set("report", args.file, args.pid)
+    pset = ps.open_set("report", args.file, args.pid, imports=args.imports)
     if len(pset.processes) > 1:
         from memtape.cli.process_set_html import set_report
 

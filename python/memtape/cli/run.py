@@ -145,7 +145,7 @@ def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
             follower = None  # the summary reads the file at the end instead
     _mlx.follow("capture", True)
     pid = os.getpid()
-    end = CaptureEnd(shown, path, opts.quiet, follower)
+    end = CaptureEnd(shown, path, opts.quiet, follower, opts.imports)
     hooks = ExitHooks(end)
     hooks.install()
     if plan is not None:

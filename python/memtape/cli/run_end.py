@@ -47,12 +47,15 @@ class CaptureEnd:
         path: str,
         quiet: bool,
         follower: _native.CaptureFollower | None = None,
+        imports: str = "hide",
     ) -> None:
         self.shown, self.path, self.quiet = shown, path, quiet
         self.follower = follower
         #: Ctrl-C stopped the summary (the capture was complete): the process then ends
         #: by SIGINT, as after a Ctrl-C that ends the program.
         self.summary_interrupted = False
+        #: How the summary shows import machinery (``--imports``).
+        self.imports = imports
         self.pid = os.getpid()
         self._claim = threading.Lock()
         self._done = threading.Event()
@@ -102,7 +105,9 @@ class CaptureEnd:
             if not self.quiet:
                 from memtape.cli.summary import print_run_summary
 
-                print_run_summary(self._shown(), events, size, follower=self.follower)
+                print_run_summary(
+                    self._shown(), events, size, follower=self.follower, imports=self.imports
+                )
         except KeyboardInterrupt:
             self.summary_interrupted = True
             with contextlib.suppress(RuntimeError):  # stopped already: "no capture ..."

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from memtape._program import Program, split_program
 from memtape.cli.command_parser import command_parser, whole_number
+from memtape.cli.import_option import DEFAULT_IMPORTS, add_imports_option
 
 # The options that start the program, as they do python's.
 PROGRAM_OPTIONS = ("-m", "-c")
@@ -37,6 +38,8 @@ class RunOptions:
     #: Record each allocation's native stack too: the C functions between the Python
     #: line and the allocation (``--native``).
     native_stacks: bool = False
+    #: How the end summary shows import machinery (``--imports``).
+    imports: str = DEFAULT_IMPORTS
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -99,6 +102,7 @@ def run_parser() -> argparse.ArgumentParser:
         help="print no summary at the end, and analyze nothing while the program runs "
         "(default: the summary)",
     )
+    add_imports_option(p)
     program = p.add_argument_group("the program (the first argument that is not an option)")
     program.add_argument(
         "script",
@@ -172,4 +176,5 @@ def parse_run_args(argv: list[str]) -> RunOptions:
         args.native_heap,
         args.follow_children,
         args.native_stacks,
+        args.imports,
     )

@@ -12,6 +12,7 @@ from memtape.byte_size import format_size
 from memtape.cli import process_set as ps
 from memtape.cli import process_set_sites as pss
 from memtape.cli.command_parser import command_parser, whole_number
+from memtape.cli.import_option import add_imports_option
 
 
 def main(argv: list[str]) -> int:
@@ -26,8 +27,9 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     ps.add_pid_option(p)
+    add_imports_option(p)
     args = p.parse_args(argv)
-    pset = ps.open_set("stats", args.file, args.pid)
+    pset = ps.open_set("stats", args.file, args.pid, imports=args.imports)
     capture = pset.root.capture
     if len(pset.processes) > 1:
         return _combined(pset, args.limit, args.json)

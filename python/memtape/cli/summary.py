@@ -13,16 +13,19 @@ def print_run_summary(
     events: int,
     size: int,
     top: int = 5,
+    *,
     follower: _native.CaptureFollower | None = None,
+    imports: str = "hide",
 ) -> None:
     """The peak, where it happened, the top sites at the peak, and the next commands.
 
     ``follower`` has analyzed the file while it was written: only its last blocks are
-    left to read. Without one (or should it fail) the file is read now."""
+    left to read. Without one (or should it fail) the file is read now. ``imports``: how
+    the sites show import machinery (``--imports``)."""
     err = sys.stderr
     print(f"\nmemtape: recorded {events:,} events into {path} ({format_size(size)})", file=err)
     try:
-        capture = _analysis(path, follower)
+        capture = _analysis(path, follower, imports)
     except (OSError, ValueError) as exc:
         print(f"memtape: cannot summarize {path}: {exc}", file=err)
         return
@@ -47,13 +50,13 @@ def print_read_hints(path: str) -> None:
         print(f"  memtape {line}", file=sys.stderr)
 
 
-def _analysis(path: str, follower: _native.CaptureFollower | None) -> _native.Capture:
+def _analysis(path: str, follower: _native.CaptureFollower | None, imports: str) -> _native.Capture:
     if follower is not None:
         try:
-            return follower.finish(path)
+            return follower.finish(path, imports=imports)
         except (OSError, ValueError, RuntimeError):
             pass
-    return _native.analyze_capture(path, time_window=False)
+    return _native.analyze_capture(path, time_window=False, imports=imports)
 
 
 def _print_children(path: str, metadata_json: str) -> None:

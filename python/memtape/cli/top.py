@@ -10,6 +10,7 @@ import json
 from memtape.cli import process_set as ps
 from memtape.cli import process_set_sites as pss
 from memtape.cli.command_parser import command_parser, whole_number
+from memtape.cli.import_option import add_imports_option
 
 
 def main(argv: list[str]) -> int:
@@ -32,8 +33,9 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     ps.add_pid_option(p)
+    add_imports_option(p)
     args = p.parse_args(argv)
-    pset = ps.open_set("top", args.file, args.pid)
+    pset = ps.open_set("top", args.file, args.pid, imports=args.imports)
     if len(pset.processes) > 1:
         return _combined(pset, args.by, args.at, args.limit, args.json)
     capture = pset.root.capture

@@ -4,8 +4,14 @@
 //! read once the whole capture has been fed. A stack that is never defined (the process
 //! died before its frames were resolved) reads as one `<unresolved>` frame.
 
-use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
 
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::import_frames::{
+    fold_name, is_machinery_file, kept_when_hidden, module_name, outermost_tower, ImportFrames,
+    MODULE_BODY,
+};
 use super::native_symbols::{symbolize_module, NativeModule};
 use super::record::Record;
 
@@ -79,6 +85,17 @@ pub struct Symbols {
     local_strings: FxHashMap<Box<str>, u32>,
     /// Why some native frames read as module+offset.
     native_notes: Vec<String>,
+    /// How stacks show import machinery (see [`Symbols::set_import_frames`]); None: as
+    /// recorded.
+    imports: Option<ImportFrames>,
+    /// String ids of the files whose frames may be import machinery.
+    machinery_files: FxHashSet<u32>,
+    /// String ids of `<module>`.
+    module_bodies: FxHashSet<u32>,
+    /// With [`ImportFrames::Fold`]: the fold frame's name (string id) by importing frame
+    /// (None: a tower at the outer end), and the name of an import seen loading no module.
+    fold_names: FxHashMap<Option<FrameKey>, u32>,
+    fold_unknown: u32,
 }
 
 /// Whether `filename` is one of the launcher `files`, or starts with one of them that ends
@@ -242,14 +259,123 @@ impl Symbols {
             .collect();
     }
 
+    /// Sets how stacks show import machinery from now on (see
+    /// [`import_frames`](super::import_frames)); until called, every frame is shown as
+    /// recorded. Call once the whole capture has been fed (and native frames symbolized).
+    pub fn set_import_frames(&mut self, mode: ImportFrames) {
+        self.imports = Some(mode);
+        self.machinery_files = self
+            .strings
+            .iter()
+            .filter(|(_, v)| is_machinery_file(v))
+            .map(|(&id, _)| id)
+            .collect();
+        self.module_bodies = self
+            .strings
+            .iter()
+            .filter(|(_, v)| &***v == MODULE_BODY)
+            .map(|(&id, _)| id)
+            .collect();
+        self.fold_names.clear();
+        if mode != ImportFrames::Fold || self.machinery_files.is_empty() {
+            return;
+        }
+        // Each importing frame's modules, from every stack that shows one loading.
+        let mut modules: FxHashMap<Option<FrameKey>, BTreeSet<String>> = FxHashMap::default();
+        let mut keys = Vec::new();
+        let mut ids: Vec<u32> = self.stacks.keys().copied().collect();
+        ids.sort_unstable();
+        for stack in ids {
+            keys.clear();
+            self.trimmed_keys_into(stack, &mut keys);
+            let Some((start, module)) = self.outermost_tower(&keys) else {
+                continue;
+            };
+            let names = modules.entry(keys.get(start + 1).copied()).or_default();
+            if let Some(m) = module {
+                names.insert(module_name(self.recorded_name(keys[m].filename)));
+            }
+        }
+        self.fold_unknown = self.local_string(&fold_name(&BTreeSet::new()));
+        for (importer, names) in modules {
+            let id = self.local_string(&fold_name(&names));
+            self.fold_names.insert(importer, id);
+        }
+    }
+
+    /// How stacks show import machinery.
+    pub fn import_frames(&self) -> ImportFrames {
+        self.imports.unwrap_or(ImportFrames::Show)
+    }
+
+    fn is_machinery(&self, key: FrameKey) -> bool {
+        self.machinery_files.contains(&key.filename) && !self.module_bodies.contains(&key.function)
+    }
+
+    fn outermost_tower(&self, keys: &[FrameKey]) -> Option<(usize, Option<usize>)> {
+        outermost_tower(
+            keys.len(),
+            |i| self.is_machinery(keys[i]),
+            |i| self.module_bodies.contains(&keys[i].function),
+        )
+    }
+
+    /// Applies the import mode to the frames of one stack at `out[base..]`.
+    fn apply_import_frames(&self, out: &mut Vec<FrameKey>, base: usize) {
+        if self.machinery_files.is_empty() {
+            return;
+        }
+        match self.import_frames() {
+            ImportFrames::Show => {}
+            ImportFrames::Hide => {
+                let frames = &out[base..];
+                let keep = kept_when_hidden(
+                    frames.len(),
+                    |i| self.is_machinery(frames[i]),
+                    |i| self.module_bodies.contains(&frames[i].function),
+                );
+                let mut i = 0;
+                out.retain(|_| {
+                    i += 1;
+                    i <= base || keep[i - 1 - base]
+                });
+            }
+            ImportFrames::Fold => {
+                let Some((start, _)) = self.outermost_tower(&out[base..]) else {
+                    return;
+                };
+                let importer = out.get(base + start + 1).copied();
+                let fold = FrameKey {
+                    filename: importer.map_or(EMPTY_ID, |k| k.filename),
+                    function: self
+                        .fold_names
+                        .get(&importer)
+                        .copied()
+                        .unwrap_or(self.fold_unknown),
+                    line: importer.map_or(0, |k| k.line),
+                };
+                out.drain(base..=base + start);
+                out.insert(base, fold);
+            }
+        }
+    }
+
     fn is_launcher(&self, key: FrameKey) -> bool {
         is_launcher_file(&self.launcher_files, self.recorded_name(key.filename))
     }
 
     /// Appends the frames of `stack` to `out`, innermost first. Stack 0 has none; an
     /// undefined stack (or parent) ends the walk with one unresolved frame. Launcher
-    /// frames at the outer end are left out (see [`Symbols::hide_launcher_frames`]).
+    /// frames at the outer end are left out (see [`Symbols::hide_launcher_frames`]), and
+    /// import machinery is shown as [`Symbols::set_import_frames`] says.
     pub fn frame_keys_into(&self, stack: u32, out: &mut Vec<FrameKey>) {
+        let base = out.len();
+        self.trimmed_keys_into(stack, out);
+        self.apply_import_frames(out, base);
+    }
+
+    /// The frames of `stack` less the launcher's, every import frame kept.
+    fn trimmed_keys_into(&self, stack: u32, out: &mut Vec<FrameKey>) {
         let base = out.len();
         self.walk_keys_into(stack, out);
         if !self.launcher_files.is_empty() {
@@ -306,6 +432,8 @@ impl Symbols {
     }
 }
 
+#[cfg(test)]
+mod import_tests;
 #[cfg(test)]
 mod launcher_tests;
 #[cfg(test)]

@@ -37,10 +37,14 @@ pub(crate) fn unknown_frees(count: u64) -> String {
     )
 }
 
-/// `file:line in function` (`file` alone for a per-file group); control characters in
-/// names are escaped.
+/// `file:line in function` (`file` alone for a per-file group, `function` alone for a
+/// frame with no file: an import folded at the outer end); control characters in names
+/// are escaped.
 pub fn frame_location(f: &Frame) -> String {
     let file = printable(&f.filename);
+    if file.is_empty() && !f.function.is_empty() {
+        return printable(&f.function).into_owned();
+    }
     match (f.line, f.function.is_empty()) {
         (0, true) => file.into_owned(),
         (_, true) => format!("{file}:{}", f.line),

@@ -25,7 +25,7 @@ use pyo3::prelude::*;
 
 use super::capture_analysis::PyCapture;
 use super::capture_file::capture_error;
-use super::report_api::analyzed;
+use super::report_api::{analyzed, import_frames};
 use crate::session::signal_mask::spawn_own_thread;
 use crate::thread::hook_mode::HookMode;
 
@@ -112,8 +112,10 @@ impl CaptureFollower {
 
     /// The analysis of the file, once the capture has ended (its writer has written its
     /// last byte): reads what is left and returns what `analyze_capture(path,
-    /// time_window=False)` returns, the file named `path` in it.
-    fn finish(&mut self, py: Python<'_>, path: PathBuf) -> PyResult<PyCapture> {
+    /// time_window=False, imports=imports)` returns, the file named `path` in it.
+    #[pyo3(signature = (path, *, imports="hide"))]
+    fn finish(&mut self, py: Python<'_>, path: PathBuf, imports: &str) -> PyResult<PyCapture> {
+        let imports = import_frames(imports)?;
         self.finished.store(true, Ordering::Release);
         self.start = None;
         let thread = self
@@ -129,7 +131,7 @@ impl CaptureFollower {
             None => Err(PyRuntimeError::new_err("the follower was given no file")),
             Some(Err(e)) => Err(capture_error(&path, &e)),
             Some(Ok((analysis, metadata, summary))) => {
-                Ok(analyzed(path, &[], analysis, metadata, summary))
+                Ok(analyzed(path, &[], analysis, metadata, summary, imports))
             }
         }
     }

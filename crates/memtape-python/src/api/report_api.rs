@@ -11,8 +11,9 @@ use memtape_core::capture::ReadSummary;
 use memtape_core::report::{
     compare, diff_text, flamegraph_html, folded, has_several_sources, html_report, json_diff,
     json_sites, json_summary, source_split_text, stats_text, timeline_csv, top_text, total_bytes,
-    Analysis, HtmlReportOptions, ReplayOptions,
+    Analysis, HtmlReportOptions, ImportFrames, ReplayOptions,
 };
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
@@ -23,15 +24,18 @@ use super::capture_file::{open, parse_moment, run_info, shown_file_names, stream
 /// Streams `path` once and returns its analysis. `moments` are `marker:LABEL` or
 /// `time:NS` specs whose live sets can then be read as `moment:0`, `moment:1`, ...
 /// `time_window=False` skips what only the HTML report's time-window view needs.
+/// `imports` (`hide`, `fold` or `show`) is how every report of it shows import machinery.
 #[pyfunction]
-#[pyo3(signature = (path, *, moments=Vec::new(), progress=None, time_window=true))]
+#[pyo3(signature = (path, *, moments=Vec::new(), progress=None, time_window=true, imports="hide"))]
 pub(crate) fn analyze_capture(
     py: Python<'_>,
     path: PathBuf,
     moments: Vec<String>,
     progress: Option<&Bound<'_, PyAny>>,
     time_window: bool,
+    imports: &str,
 ) -> PyResult<PyCapture> {
+    let imports = import_frames(imports)?;
     let options = ReplayOptions {
         moments: moments
             .iter()
@@ -42,7 +46,14 @@ pub(crate) fn analyze_capture(
     };
     let mut analysis = Analysis::new(options);
     let (metadata, summary) = stream_into(py, &path, progress, &mut analysis)?;
-    Ok(analyzed(path, &moments, analysis, metadata, summary))
+    Ok(analyzed(
+        path, &moments, analysis, metadata, summary, imports,
+    ))
+}
+
+/// The import mode named `name`; a ValueError naming the choices otherwise.
+pub(super) fn import_frames(name: &str) -> PyResult<ImportFrames> {
+    name.parse().map_err(PyValueError::new_err)
 }
 
 /// The [`PyCapture`] of `path` once `analysis` has streamed it all (`moments` as asked).
@@ -52,11 +63,13 @@ pub(super) fn analyzed(
     analysis: Analysis,
     metadata: String,
     summary: ReadSummary,
+    imports: ImportFrames,
 ) -> PyCapture {
     let mut analyzed = analysis.finish();
     let (info, nframe, launcher_files) = run_info(&path, &metadata, &summary);
     analyzed.symbols.hide_launcher_frames(launcher_files);
     analyzed.symbols.show_files_as(&shown_file_names(&metadata));
+    analyzed.symbols.set_import_frames(imports);
     PyCapture {
         path,
         info,

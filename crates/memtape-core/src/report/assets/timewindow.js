@@ -1,8 +1,9 @@
 // memtape time-window view: click the chart for the memory live at that moment, drag
 // across it for what that stretch of time allocated and had not freed by its end; the
 // flame graph and the top sites follow. "Back to the peak" returns to the default view.
-// The import select hides import machinery frames or folds imports into the importing
-// line. Data: #window-data (see time_window_html.rs); names set with textContent only.
+// Import machinery is shown as the page was made (`--imports`): the data carries the
+// stacks that way already. Data: #window-data (see time_window_html.rs); names set with
+// textContent only.
 (function () {
   "use strict";
   var dataEl = document.getElementById("window-data");
@@ -13,7 +14,6 @@
   var peakFlame = JSON.parse(fg.querySelector("script.fg-data").textContent);
   var statusEl = document.getElementById("window-status");
   var resetBtn = document.getElementById("window-reset");
-  var importMode = document.getElementById("import-mode");
   var flameSection = document.getElementById("peak-flamegraph");
   var flameTitle = flameSection.querySelector("h2");
   var flameNote = flameSection.querySelector("p.note");
@@ -27,7 +27,6 @@
   var humanSize = window.memtapeUnits.humanSize;
   var pct = window.memtapeUnits.pct;
   var grouped = window.memtapeUnits.grouped;
-  var IMPORT_FILE = /^<frozen (importlib\.|zipimport)|[\\/]importlib[\\/](_bootstrap|_bootstrap_external|__init__)\.py$/;
   var view = { kind: "peak" };
 
   function humanTime(ns) {
@@ -37,22 +36,6 @@
   }
   function bucketStart(t) { return Math.min(t * W.bucket_ns, W.duration_ns); }
   function bucketEnd(t) { return Math.min((t + 1) * W.bucket_ns, W.duration_ns); }
-
-  // --- import frames ---------------------------------------------------------------------
-  function importTest(d) {
-    return function (f) { return IMPORT_FILE.test(d.strings[d.frames[f][1]]); };
-  }
-  // A path of frames (outermost first) as the import select wants it.
-  function importsApplied(path, isImport) {
-    var mode = importMode.value;
-    if (mode === "all") return path;
-    var out = [];
-    for (var i = 0; i < path.length; i++) {
-      if (!isImport(path[i])) out.push(path[i]);
-      else if (mode === "fold") break;
-    }
-    return out.length ? out : path.slice(0, 1);
-  }
 
   // --- flame graph data from paths -------------------------------------------------------
   function flameData(d, paths) {
@@ -81,28 +64,6 @@
       for (var j = n.list.length - 1; j >= 0; j--) stack.push(n.list[j]);
     }
     return { strings: d.strings, frames: d.frames, nodes: nodes };
-  }
-
-  // The peak's graph regrouped: each node's own bytes along its path, imports applied.
-  function peakRegrouped() {
-    var rows = peakFlame.nodes, isImport = importTest(peakFlame);
-    var paths = [], open = [];
-    for (var i = 0; i < rows.length; i++) {
-      var r = rows[i];
-      var parent = open.length ? open[open.length - 1] : null;
-      var node = { path: parent ? parent.path.concat(r[0] >= 0 ? [r[0]] : []) : [],
-                   own: r[1], want: r[2], got: 0 };
-      if (parent) {
-        parent.own -= r[1];
-        parent.got += 1;
-        if (parent.got === parent.want) open.pop();
-      }
-      if (node.want > 0) open.push(node);
-      paths.push(node);
-    }
-    return flameData(peakFlame, paths.map(function (n) {
-      return { frames: importsApplied(n.path, isImport), bytes: n.own };
-    }));
   }
 
   // --- the histogram ---------------------------------------------------------------------
@@ -144,11 +105,10 @@
   }
 
   function renderSites(rows) {
-    var isImport = importTest(W);
     var sites = {}, list = [], total = 0;
     for (var i = 0; i < rows.length; i++) {
       var r = rows[i];
-      var path = importsApplied(stackPath(r.node), isImport);
+      var path = stackPath(r.node);
       var key = path[path.length - 1];
       var site = sites[key];
       if (!site) {
@@ -249,14 +209,12 @@
 
   // --- views -----------------------------------------------------------------------------
   function render() {
-    var mode = importMode.value;
     statusEl.setAttribute("data-view", view.kind);
     resetBtn.hidden = view.kind === "peak";
     if (view.kind === "peak") {
       overlay.setAttribute("display", "none");
-      fg.memtapeSetData(mode === "all" ? peakFlame : peakRegrouped());
-      if (mode === "all") showServerSites(true);
-      else { renderSites(select(view)); showServerSites(false); }
+      fg.memtapeSetData(peakFlame);
+      showServerSites(true);
       flameTitle.textContent = initial.flame;
       flameNote.textContent = initial.note;
       sitesTitle.textContent = initial.sites;
@@ -264,9 +222,9 @@
       statusEl.removeAttribute("data-bytes");
       return;
     }
-    var rows = select(view), isImport = importTest(W);
+    var rows = select(view);
     fg.memtapeSetData(flameData(W, rows.map(function (r) {
-      return { frames: importsApplied(stackPath(r.node), isImport), bytes: r.bytes };
+      return { frames: stackPath(r.node), bytes: r.bytes };
     })));
     var total = renderSites(rows);
     showServerSites(false);
@@ -322,7 +280,6 @@
     initial.status = statusEl.textContent;
   }
   resetBtn.addEventListener("click", function () { view = { kind: "peak" }; render(); });
-  importMode.addEventListener("change", render);
 
   document.getElementById("timeline-csv").addEventListener("click", function () {
     var text = JSON.parse(document.getElementById("timeline-csv-data").textContent);

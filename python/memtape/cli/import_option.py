@@ -22,7 +22,6 @@ def add_imports_option(parser: argparse.ArgumentParser) -> None:
         "--imports",
         choices=IMPORT_MODES,
         default=DEFAULT_IMPORTS,
-        help="import machinery frames: hide them, putting what an import allocated on "
-        "the importing line (default); fold each import into one [import NAME] frame; "
-        "or show them as recorded",
+        help="import machinery: hide it (default), fold each import into one [import NAME] "
+        "frame, or show it",
     )

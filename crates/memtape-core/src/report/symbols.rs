@@ -322,7 +322,11 @@ impl Symbols {
 
     /// Applies the import mode to the frames of one stack at `out[base..]`.
     fn apply_import_frames(&self, out: &mut Vec<FrameKey>, base: usize) {
-        if self.machinery_files.is_empty() {
+        // Most stacks hold no import frame: leave them before any work.
+        if !out[base..]
+            .iter()
+            .any(|k| self.machinery_files.contains(&k.filename))
+        {
             return;
         }
         match self.import_frames() {

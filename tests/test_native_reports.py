@@ -61,7 +61,8 @@ def test_stats_and_top_text_show_the_split(capture: Path) -> None:
 
 def test_diff_flamegraph_and_report_show_the_split(capture: Path, tmp_path: Path) -> None:
     diff = ok(memtape("diff", capture, capture)).stdout
-    assert "By source (NEW - OLD): python +0 B, native +0 B, framework +0 B, mlx +0 B" in diff
+    # A zero change reads "0 B", as the table's diff column writes it.
+    assert "By source (NEW - OLD): python 0 B, native 0 B, framework 0 B, mlx 0 B" in diff
     assert read_json("diff", capture, capture)["by_source_diff"] == {
         "python": 0,
         "native": 0,

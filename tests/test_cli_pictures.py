@@ -240,6 +240,7 @@ def test_flamegraph_labels_are_short_and_hover_shows_the_path(
 def test_flamegraph_hides_imports_by_default(browser: HeadlessChromium, program: Program) -> None:
     page = read_flame(browser, program.page("flamegraph"))
     assert not has_machinery(page["data"]), "import machinery in the page's data"
+    assert page["importMode"] == {"mode": "hide"}  # and the page says so
     frames = page["frames"]
     assert not [f for f in frames if has_machinery(f["text"])]
     importing = [f for f in frames if f["text"] == f"<module>  main.py:{program.import_line}"]
@@ -259,7 +260,7 @@ def test_flamegraph_fold_and_show(browser: HeadlessChromium, program: Program) -
         f"[import helper_mod]  main.py:{program.import_line}"
     ], [f["text"] for f in folded["frames"]]
     assert imports[0]["bytes"] >= 8 * MiB + 2_000 * 8
-    assert not has_machinery(folded["data"])
+    assert not has_machinery(folded["data"]) and folded["importMode"] == {"mode": "fold"}
     shown = read_flame(browser, program.page("flamegraph", "--imports", "show"))
     assert [f for f in shown["frames"] if "<frozen importlib._bootstrap>" in f["text"]], [
         f["text"] for f in shown["frames"]

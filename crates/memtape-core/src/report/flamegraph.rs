@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use rustc_hash::FxHashMap;
 
 use super::html::escape;
+use super::import_frames::import_mode_note;
 use super::json::JsonWriter;
 use super::live_by_stack::StackTotal;
 use super::symbols::{FrameKey, Symbols, UNRESOLVED};
@@ -291,7 +292,7 @@ pub fn flamegraph_html(
             "<p class=\"subtitle\" id=\"subtitle\">{subtitle}</p>\n",
             "<p class=\"note\">Total: <span id=\"total-bytes\" data-bytes=\"{total}\">{human}</span>. ",
             "Width is proportional to bytes; click a frame to zoom in.</p>\n",
-            "{section}",
+            "{imports}{section}",
             "<div id=\"fg-tip\"></div>\n<script>\n{js}</script>\n</body>\n</html>\n"
         ),
         title = escape(title),
@@ -299,6 +300,11 @@ pub fn flamegraph_html(
         css = REPORT_CSS,
         total = graph.total(),
         human = human_size(graph.total()),
+        imports = {
+            let mut note = String::new();
+            import_mode_note(&mut note, symbols.import_frames());
+            note
+        },
         section = flame_section("flamegraph", &graph),
         js = FLAMEGRAPH_JS,
     );

@@ -28,6 +28,7 @@
 //! - [`ImportFrames::Show`] keeps every frame, as recorded.
 
 use std::collections::BTreeSet;
+use std::fmt::Write as _;
 use std::str::FromStr;
 
 /// How reports show import machinery (see the module documentation).
@@ -66,6 +67,27 @@ impl FromStr for ImportFrames {
             )),
         }
     }
+}
+
+/// The line a page shows about its import machinery (`#import-mode`, its mode in
+/// `data-mode`): how the page was made, and how to make it another way.
+pub(crate) fn import_mode_note(out: &mut String, mode: ImportFrames) {
+    let text = match mode {
+        ImportFrames::Hide => {
+            "hidden: what an import allocated is on the line that imported, or on the \
+             imported module's own lines (--imports fold or show to see it)"
+        }
+        ImportFrames::Fold => {
+            "each import folded into one [import NAME] frame at the importing line \
+             (--imports hide or show)"
+        }
+        ImportFrames::Show => "every frame shown (--imports hide or fold)",
+    };
+    let _ = writeln!(
+        out,
+        "<p class=\"note\" id=\"import-mode\" data-mode=\"{}\">Import machinery: {text}.</p>",
+        mode.name()
+    );
 }
 
 /// The function name of a module's top-level code.

@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use rustc_hash::FxHashMap;
 
 use super::flamegraph::{write_frame_tables, NO_PYTHON_FRAME};
-use super::import_frames::ImportFrames;
+use super::import_frames::import_mode_note;
 use super::json::{push_json_string, JsonWriter};
 use super::live_by_stack::StackTotal;
 use super::replay::ReplayResult;
@@ -168,21 +168,6 @@ pub(crate) fn window_data(r: &ReplayResult, symbols: &Symbols, max_rows: usize) 
     w.finish()
 }
 
-/// What a page says about how it shows import machinery.
-fn import_mode_text(mode: ImportFrames) -> &'static str {
-    match mode {
-        ImportFrames::Hide => {
-            "hidden (what an import allocated is on the line that imported, or on the \
-             imported module's own lines; memtape report --imports show or fold to see it)"
-        }
-        ImportFrames::Fold => {
-            "each import folded into one [import NAME] frame at the importing line \
-             (memtape report --imports hide or show)"
-        }
-        ImportFrames::Show => "every frame shown (memtape report --imports hide or fold)",
-    }
-}
-
 /// The controls under the chart, the view's data and the timeline's CSV.
 pub(crate) fn time_window_controls(out: &mut String, r: &ReplayResult, symbols: &Symbols) {
     out.push_str(concat!(
@@ -194,13 +179,7 @@ pub(crate) fn time_window_controls(out: &mut String, r: &ReplayResult, symbols: 
         "<button type=\"button\" id=\"timeline-csv\">Download the timeline as CSV</button>",
         "</div>\n"
     ));
-    let mode = symbols.import_frames();
-    let _ = writeln!(
-        out,
-        "<p class=\"note\" id=\"import-mode\" data-mode=\"{}\">Import machinery: {}.</p>",
-        mode.name(),
-        import_mode_text(mode)
-    );
+    import_mode_note(out, symbols.import_frames());
     out.push_str("<script type=\"application/json\" id=\"window-data\">");
     out.push_str(&window_data(r, symbols, MAX_WINDOW_ROWS));
     out.push_str("</script>\n<script type=\"application/json\" id=\"timeline-csv-data\">");

@@ -1,6 +1,7 @@
 //! Tests of [`flamegraph`](super).
 
 use super::*;
+use crate::report::import_frames::ImportFrames;
 use crate::report::live_by_stack::st;
 use crate::report::record::Record;
 
@@ -126,4 +127,22 @@ fn hostile_names_render_as_text() {
     assert!(html.contains(r#"\u003c/script\u003e\u003cscript\u003ealert(1)"#));
     assert!(html.contains("&lt;/script&gt;&lt;script&gt;alert(1)"));
     assert!(!html.contains("innerHTML"));
+}
+
+#[test]
+fn the_page_says_how_it_shows_import_machinery() {
+    let mut s = symbols();
+    let table = [st(2, 100, 1)];
+    let page = |s: &Symbols| flamegraph_html(&table, s, "t", "");
+    // Never set: as recorded.
+    assert!(page(&s).contains("id=\"import-mode\" data-mode=\"show\""));
+    for (mode, name) in [(ImportFrames::Hide, "hide"), (ImportFrames::Fold, "fold")] {
+        s.set_import_frames(mode);
+        let html = page(&s);
+        assert!(
+            html.contains(&format!("id=\"import-mode\" data-mode=\"{name}\"")),
+            "{html}"
+        );
+        assert!(html.contains("--imports"));
+    }
 }

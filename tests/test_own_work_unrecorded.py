@@ -127,17 +127,17 @@ def capture_sites(capture: Path, out: Path) -> set[tuple[str, int, str]]:
 
 
 def test_memtape_run_captures_no_memtape_allocation_sites(tmp_path: Path) -> None:
-    script, capture = tmp_path / "empty.py", tmp_path / "empty.mtape"
-    script.write_text("")
+    """Loading the script (runpy reading and compiling it, memtape making ``__main__``) is
+    not the program's: the capture holds the script's own allocations only."""
+    script, capture = tmp_path / "one_list.py", tmp_path / "one_list.mtape"
+    script.write_text("kept = [0] * 1000\n")
     subprocess.run(
         [sys.executable, "-m", "memtape", "run", "-o", str(capture), str(script)],
         check=True,
         capture_output=True,
     )
-    sites = capture_sites(capture, tmp_path / "empty.pickle")
-    assert sites, "runpy's loading of the script is recorded"
-    ours = sorted(s for s in sites if s[0].startswith(PACKAGE))
-    assert ours == [], f"memtape's own allocations in the capture: {ours}"
+    sites = capture_sites(capture, tmp_path / "one_list.pickle")
+    assert sites == {(str(script), 1, "<module>")}, sites
 
 
 def test_take_snapshot_adds_no_events() -> None:

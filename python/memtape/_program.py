@@ -13,6 +13,7 @@ import sys
 import types
 from dataclasses import dataclass
 from functools import cached_property
+from importlib import _bootstrap_external
 from importlib.machinery import ModuleSpec
 from typing import Any, Literal
 
@@ -105,24 +106,67 @@ def run(program: Program, keep: list[dict[str, Any]] | None = None) -> None:
     it does in ``python`` until the interpreter exits) for as long as the caller keeps
     the list.
 
-    The caller may mark its own work unrecorded (``_native._own_work_begin``): the thread
-    is handed back to the program, recorded, only while runpy loads and runs it (``-c``
-    code: while it runs)."""
-    as_program = _native._call_as_program
-    if program.kind == "module":
-        # run_module(mod_name, init_globals, run_name, alter_sys), positionally.
-        namespace = as_program(runpy.run_module, program.target, None, "__main__", True)
-    elif program.kind == "code":
+    The program's code runs through ``_native._exec_as_program``, which records from the
+    program's first frame on: when the caller marks its own work unrecorded
+    (``_native._own_work_begin``), what runpy and memtape do to load the program (read,
+    compile, make ``__main__``) stays out of the recording, as it is not the program's."""
+    if program.kind == "code":
         namespace = _run_code(program.target)
     elif program.path_entry is not None:
         _run_path_entry(program.path_entry, keep)
         return
     else:
-        path = os.path.abspath(program.target)
-        # run_path(path_name, init_globals, run_name), positionally.
-        namespace = as_program(runpy.run_path, path, None, "__main__")
+        with _RunpyStart():
+            if program.kind == "module":
+                # run_module(mod_name, init_globals, run_name, alter_sys)
+                namespace = runpy.run_module(program.target, None, "__main__", True)
+            else:
+                namespace = runpy.run_path(os.path.abspath(program.target), None, "__main__")
     if keep is not None:
         keep.append(namespace)
+
+
+class _RunpyStart:
+    """While runpy finds, imports and runs the program, the ``exec`` it calls (a module
+    global shadows the builtin) is :func:`_native._exec_as_program`: the recording starts
+    with the program's own frame, not in runpy. Until then the import system's ``exec``
+    is too, so that the packages ``-m pkg.mod`` imports first (their ``__init__``, the
+    user's code, as ``python -m`` runs it) are recorded, and the import machinery's work
+    around them is not. Both are put back as the program starts (its own imports are
+    ordinary) or, at the latest, when the run ends."""
+
+    def __init__(self) -> None:
+        self.shadowed: list[tuple[dict[str, Any], object]] = []
+
+    def __enter__(self) -> None:
+        self._shadow(vars(runpy), self._exec_program)
+        self._shadow(vars(_bootstrap_external), _native._exec_as_program)
+
+    def __exit__(self, *exc_info: object) -> None:
+        while self.shadowed:
+            self._restore()
+
+    def _shadow(self, namespace: dict[str, Any], function: object) -> None:
+        self.shadowed.append((namespace, namespace.get("exec", _NOTHING)))
+        namespace["exec"] = function
+
+    def _restore(self) -> None:
+        namespace, saved = self.shadowed.pop()
+        if saved is _NOTHING:
+            namespace.pop("exec", None)
+        else:
+            namespace["exec"] = saved
+
+    def _exec_program(
+        self, code: types.CodeType, globals: dict[str, Any], locals: object = None
+    ) -> object:
+        """runpy's ``exec`` of the program's code."""
+        while len(self.shadowed) > 1:  # the import system's exec is the builtin again
+            self._restore()
+        return _native._exec_as_program(code, globals, locals)  # type: ignore[arg-type]
+
+
+_NOTHING = object()
 
 
 def _run_code(code: str) -> dict[str, Any]:
@@ -137,7 +181,7 @@ def _run_code(code: str) -> dict[str, Any]:
     try:
         compiled = compile(code, "<string>", "exec")
         # Running the user's -c code is the point, as `python -c` does.
-        _native._call_as_program(exec, compiled, main.__dict__)
+        _native._exec_as_program(compiled, main.__dict__)
     finally:
         if saved is not None:
             sys.modules["__main__"] = saved
@@ -172,7 +216,7 @@ def _run_path_entry(entry: str, keep: list[dict[str, Any]] | None) -> None:
     saved = sys.modules.get("__main__")
     sys.modules["__main__"] = main
     try:
-        _native._call_as_program(exec, code, main.__dict__)
+        _native._exec_as_program(code, main.__dict__)
     finally:
         if saved is not None:
             sys.modules["__main__"] = saved

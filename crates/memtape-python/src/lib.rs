@@ -97,6 +97,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(api::capture_api::mark, m)?)?;
     m.add_function(wrap_pyfunction!(api::own_work::_own_work_begin, m)?)?;
     m.add_function(wrap_pyfunction!(api::own_work::_call_as_program, m)?)?;
+    m.add_function(wrap_pyfunction!(api::own_work::_exec_as_program, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        thread::thread_filter::_record_threads_except,
+        m
+    )?)?;
     m.add_function(wrap_pyfunction!(api::own_work::_work_end, m)?)?;
     m.add_function(wrap_pyfunction!(
         api::own_work::_events_or_capture_recording,

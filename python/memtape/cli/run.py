@@ -28,10 +28,17 @@ def default_output(program: Program) -> str:
     return f"memtape-{program.name}-{os.getpid()}.mtape"
 
 
+#: The import system's files: below the program's own frames where ``-m pkg.mod``'s
+#: packages run their ``__init__`` (runpy imports them before the program starts).
+IMPORT_SYSTEM_FILES = ["<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"]
+
+
 def launcher_files(launcher: str) -> list[str]:
     """Files whose frames sit below the program's own in every recorded stack: memtape's
-    package and runpy, and the command that started memtape. Reports leave them out."""
-    return [*program_launcher_files(), launcher]
+    package and runpy, the import system and the command that started memtape. Reports
+    leave them out at the outer end of each stack (an import inside the program keeps
+    its import frames: the program's own frame is below them)."""
+    return [*program_launcher_files(), *IMPORT_SYSTEM_FILES, launcher]
 
 
 def metadata(opts: RunOptions, launcher: str, plan: FollowPlan | None = None) -> str:

@@ -15,6 +15,8 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+from memtape import _native
+
 
 @dataclass(frozen=True)
 class CellCode:
@@ -106,9 +108,12 @@ def _top_level_nodes(tree: ast.AST) -> list[ast.AST]:
 
 def run_cell_code(code: CellCode, shell: Any) -> object:
     """Runs the body in the user's namespace; its last expression's value, else None.
-    Exceptions propagate unchanged."""
+    Exceptions propagate unchanged. The body's code is what a recording records (from its
+    own first frame on, see ``_native._exec_as_program``): not this function's work, nor
+    the kernel's."""
     __tracebackhide__ = True  # IPython's tracebacks leave this frame out
-    exec(code.statements, shell.user_global_ns, shell.user_ns)  # noqa: S102 - the user's cell
+    run = _native._exec_as_program
+    run(code.statements, shell.user_global_ns, shell.user_ns)
     if code.last_expression is None:
         return None
-    return eval(code.last_expression, shell.user_global_ns, shell.user_ns)  # noqa: S307 - the cell's
+    return run(code.last_expression, shell.user_global_ns, shell.user_ns)

@@ -8,7 +8,9 @@ file name IPython generated for them."""
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 from dataclasses import dataclass
 
 from memtape import _native
@@ -63,12 +65,26 @@ def metadata(label: str, native_heap: bool, shown_files: dict[str, str]) -> str:
     )
 
 
+def kernel_threads() -> list[int]:
+    """The kernel thread ids of this process' threads other than the caller: the kernel's
+    own (its I/O, heartbeat and control threads, ZeroMQ's), Python's or not."""
+    me = threading.get_native_id()
+    try:
+        return [int(tid) for tid in os.listdir("/proc/self/task") if int(tid) != me]
+    except OSError:  # no /proc: Python's threads at least
+        return [t.native_id for t in threading.enumerate() if t.native_id not in (None, me)]
+
+
 def start(path: str, meta: str, native_heap: bool) -> str | None:
     """Starts recording into ``path``; None, or why it cannot (a capture already records:
-    ``memtape run`` around the kernel, or a ``%%memtape`` inside another; a bad path)."""
+    ``memtape run`` around the kernel, or a ``%%memtape`` inside another; a bad path).
+    The kernel's other threads are left out: what they do meanwhile is not the cell's
+    (threads the cell starts are recorded)."""
+    _native._record_threads_except(kernel_threads())
     try:
         _native._start_capture(path, meta, 0, native_heap)
     except (RuntimeError, OSError) as exc:
+        _native._record_threads_except([])
         return str(exc)
     return None
 
@@ -81,7 +97,10 @@ def stop(raised: BaseException | None) -> int:
         exit_kind, code = "signal", 130
     else:
         exit_kind, code = "exception", 1
-    events, _ = _native._stop_capture(exit_kind, code)
+    try:
+        events, _ = _native._stop_capture(exit_kind, code)
+    finally:
+        _native._record_threads_except([])
     return events
 
 

@@ -97,7 +97,7 @@ class MemtapeMagics(Magics):
                 why_not = cell_recording.start(path, meta, native)
             if why_not is None:
                 try:
-                    value = _native._call_as_program(run_cell_code, code, self.shell)
+                    value = run_cell_code(code, self.shell)
                 except BaseException as exc:  # noqa: BLE001 - raised again below, after the report
                     raised = exc
                 events = cell_recording.stop(raised)

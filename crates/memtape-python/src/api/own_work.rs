@@ -11,10 +11,10 @@
 
 use std::sync::atomic::Ordering;
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyCode, PyDict, PyTuple};
 use pyo3::IntoPyObjectExt;
 
 use crate::record::recorder::{CAPTURING, HEAP_EVENTS};
@@ -76,6 +76,95 @@ pub(crate) fn _call_as_program<'py>(
     // SAFETY: `result` is the new reference PyObject_Call returned, or null with the
     // exception set, which `from_owned_ptr_or_err` fetches.
     unsafe { Bound::from_owned_ptr_or_err(py, result) }
+}
+
+/// Profile function installed by [`_exec_as_program`] until the program's first frame
+/// starts: from then on the thread records (the program's own code runs), and the
+/// profile function is removed, so it costs one call in all.
+unsafe extern "C" fn program_started(
+    _obj: *mut ffi::PyObject,
+    _frame: *mut ffi::PyFrameObject,
+    _what: std::os::raw::c_int,
+    _arg: *mut ffi::PyObject,
+) -> std::os::raw::c_int {
+    hook_mode::set(HookMode::Idle);
+    // SAFETY: called by the interpreter with the GIL held, as a profile function, which
+    // may remove itself.
+    unsafe { ffi::PyEval_SetProfile(None, std::ptr::null_mut()) };
+    0
+}
+
+/// _exec_as_program(code, globals, locals=None, /)
+/// ``exec(code, globals, locals)`` as the program's own code, returning the code's value
+/// (``eval`` code: the expression's). The thread records from the first event of the
+/// code's own frame on: what the interpreter allocates to start the frame (the function
+/// object ``exec`` makes), while the caller's frame is still the innermost, is not the
+/// program's and is not recorded, nor is what follows the frame. Where a profiler is
+/// already set (``sys.getprofile()``), it is left in place and recording starts at the
+/// call. Used by ``memtape run`` (runpy's ``exec``, ``-c``) and the notebook magics, so
+/// that no allocation of memtape's runner, runpy or the kernel is the program's.
+#[pyfunction]
+#[pyo3(signature = (code, globals, locals=None, /))]
+pub(crate) fn _exec_as_program<'py>(
+    py: Python<'py>,
+    code: &Bound<'py, PyAny>,
+    globals: &Bound<'py, PyDict>,
+    locals: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let prev = hook_mode::set(HookMode::Untraced);
+    let started = hook_mode::untraced(|| -> PyResult<bool> {
+        let code = code.cast::<PyCode>()?;
+        let free: usize = code.getattr("co_freevars")?.len()?;
+        if free > 0 {
+            return Err(PyTypeError::new_err(
+                "code object passed to exec() may not contain free variables",
+            ));
+        }
+        // As exec() does: the globals get the builtins when they have none.
+        if !globals.contains("__builtins__")? {
+            // SAFETY: the GIL is held; a borrowed reference to the current builtins.
+            let builtins = unsafe { Bound::from_borrowed_ptr(py, ffi::PyEval_GetBuiltins()) };
+            globals.set_item("__builtins__", builtins)?;
+        }
+        // The caller's frame object, made now if it has none: an exception leaving the
+        // code makes it otherwise, as the code's frame ends (its traceback links to it),
+        // and that allocation is the runner's, not the program's.
+        // SAFETY: the GIL is held; the frame is borrowed and not kept.
+        let _ = unsafe { ffi::PyEval_GetFrame() };
+        let profiled = !py.import("sys")?.getattr("getprofile")?.call0()?.is_none();
+        if !profiled {
+            // SAFETY: the GIL is held; the function removes itself at its first call.
+            unsafe { ffi::PyEval_SetProfile(Some(program_started), std::ptr::null_mut()) };
+        }
+        Ok(profiled)
+    });
+    let profiled = match started {
+        Ok(profiled) => profiled,
+        Err(err) => {
+            hook_mode::set(prev);
+            return Err(err);
+        }
+    };
+    if profiled {
+        hook_mode::set(HookMode::Idle);
+    }
+    let locals = locals.unwrap_or(globals.as_any());
+    // SAFETY: the GIL is held; `code` is a code object (checked), `globals` a dict and
+    // `locals` a live object, all borrowed for the call. Returns a new reference or null
+    // with an exception set.
+    let result = unsafe { ffi::PyEval_EvalCode(code.as_ptr(), globals.as_ptr(), locals.as_ptr()) };
+    let still_waiting = !profiled && hook_mode::set(HookMode::Untraced) == HookMode::Untraced;
+    if still_waiting {
+        // The code never started (it raised first): take the profile function back.
+        // SAFETY: the GIL is held.
+        unsafe { ffi::PyEval_SetProfile(None, std::ptr::null_mut()) };
+    }
+    // SAFETY: `result` is the new reference PyEval_EvalCode returned, or null with the
+    // exception set, which `from_owned_ptr_or_err` fetches (unrecorded: the thread is
+    // untraced until the mode is restored below).
+    let out = unsafe { Bound::from_owned_ptr_or_err(py, result) };
+    hook_mode::set(prev);
+    out
 }
 
 /// True while Python-heap events or a capture file are being recorded: memtape's

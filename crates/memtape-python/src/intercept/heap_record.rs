@@ -12,6 +12,7 @@ use crate::record::recorder::{hooks_active, Attribution, HEAP_EVENTS, RECORDER};
 use crate::record::repeat_alloc::record_repeat_free;
 use crate::record::{capture, event_clock, op_context};
 use crate::thread::hook_mode::{self, HookMode, HookThread};
+use crate::thread::thread_filter;
 use crate::thread::thread_id;
 
 /// What an event needs besides the block, read before the lock (only when events are on).
@@ -127,13 +128,14 @@ fn forget_block(
 }
 
 /// The calling thread's state when this allocation should be recorded: something records,
-/// and the thread is not inside our own code. One TLS lookup.
+/// the thread is not inside our own code and not left out ([`thread_filter`]). One TLS
+/// lookup.
 #[inline(always)]
 pub(crate) fn recording_thread() -> Option<&'static HookThread> {
     if !hooks_active() {
         return None;
     }
-    hook_mode::thread().filter(|t| t.mode() == HookMode::Idle)
+    hook_mode::thread().filter(|t| t.mode() == HookMode::Idle && thread_filter::records(t))
 }
 
 /// Whether this free should be recorded, and the thread's state (None while the thread is

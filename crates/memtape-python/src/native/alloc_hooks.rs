@@ -20,6 +20,7 @@ use libc::off_t;
 use super::hooked_functions::{f, real};
 use super::{dlopen_hook, native_record, ACTIVE};
 use crate::thread::hook_mode::{self, HookMode, HookThread};
+use crate::thread::thread_filter;
 
 /// Our hook for each name.
 pub(crate) fn hook_addresses() -> [usize; f::COUNT] {
@@ -150,7 +151,7 @@ fn recorded<T: Copy>(call: impl FnOnce() -> T, record: impl FnOnce(&HookThread, 
     let Some((_inside, Some(t))) = enter() else {
         return call();
     };
-    if t.mode() != HookMode::Idle {
+    if t.mode() != HookMode::Idle || !thread_filter::records(t) {
         return call();
     }
     t.set_mode(HookMode::InAllocHook);

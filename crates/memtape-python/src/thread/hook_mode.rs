@@ -67,6 +67,10 @@ pub(crate) struct HookThread {
     pub(crate) state_word: StateWord,
     /// The thread's last reading of the event clock.
     pub(crate) clock: ThreadClock,
+    /// The thread filter this thread last decided for, and whether it is left out by it
+    /// (see [`super::thread_filter`]).
+    pub(crate) filter_epoch: Cell<u32>,
+    pub(crate) left_out: Cell<bool>,
 }
 
 impl HookThread {
@@ -119,6 +123,8 @@ thread_local! {
             tid: Cell::new(0),
             state_word: StateWord::new(),
             clock: ThreadClock::new(),
+            filter_epoch: Cell::new(0),
+            left_out: Cell::new(false),
         }
     };
 }

@@ -6,5 +6,6 @@ pub(crate) mod first_touch;
 pub(crate) mod hook_mode;
 pub(crate) mod thread_capture;
 pub(crate) mod thread_clock;
+pub(crate) mod thread_filter;
 pub(crate) mod thread_id;
 pub(crate) mod thread_table;

@@ -1,0 +1,135 @@
+"""What a ``%%memtape`` cell's results show, in a real notebook executed by nbclient on a
+stock ipykernel: the cell's own code only (no memtape, IPython or kernel frame, nothing
+they allocate counted), and an inline report that shows whole in headless Chromium,
+however tall it is and however it grows, also where the front end runs the output's
+scripts after inserting it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from memtape_cli import PACKAGE_DIR, memtape, ok
+from nbclient import NotebookClient
+
+CELLS = [
+    ("load", "%load_ext memtape"),
+    ("define", "def make_rows(n):\n    return [bytearray(100) for _ in range(n)]"),
+    ("record", "%%memtape --save {record}\nrows = make_rows(20_000)\nlen(rows)"),
+    ("raises", "%%memtape --save {raises}\nraise ValueError('only raises')"),
+    # A thread running before the cell (as the kernel's own threads do), allocating all
+    # along; the cell starts a thread of its own.
+    (
+        "background",
+        "import collections, threading, time\n"
+        "stop_churn = threading.Event()\n"
+        "def churn():\n"
+        "    kept = collections.deque(maxlen=50)\n"
+        "    while not stop_churn.is_set():\n"
+        "        kept.append(bytearray(1000))\n"
+        "        time.sleep(0.001)\n"
+        "churning = threading.Thread(target=churn, daemon=True)\n"
+        "churning.start()",
+    ),
+    (
+        "threads",
+        "%%memtape --save {threads}\n"
+        "def work():\n"
+        "    global from_thread\n"
+        "    from_thread = bytearray(1 << 20)\n"
+        "worker = threading.Thread(target=work)\n"
+        "worker.start()\n"
+        "worker.join()\n"
+        "time.sleep(0.2)",
+    ),
+    ("stop-churn", "stop_churn.set()\nchurning.join()"),
+]
+
+# Files whose frames are the kernel's or memtape's, never the cell's.
+NOT_THE_CELLS = (str(PACKAGE_DIR), "IPython/", "ipykernel/", "tornado/", "asyncio/", "runpy")
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("notebook_results")
+    saved = {key: root / f"{key}.mtape" for key in ("record", "raises", "threads")}
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [nbformat.v4.new_code_cell(src.format(**saved)) for _, src in CELLS]
+    client = NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(root)}},
+    )
+    client.execute()
+    cells = dict(zip([key for key, _ in CELLS], nb.cells, strict=True))
+    return {"cells": cells, "saved": saved, "root": root}
+
+
+def report(ran: dict[str, Any], key: str) -> Any:
+    (shown,) = [o for o in ran["cells"][key].outputs if o.output_type == "display_data"]
+    return shown.data
+
+
+def traceback_sites(capture: Path) -> list[list[dict[str, Any]]]:
+    """Every stack ``top --by traceback`` shows, at the peak and at the end."""
+    stacks = []
+    for at in ("peak", "end"):
+        shown = ok(memtape("top", capture, "--json", "--by", "traceback", "--at", at)).stdout
+        stacks += [site["frames"] for site in json.loads(shown)["sites"]]
+    return stacks
+
+
+@pytest.mark.parametrize("key", ["record", "raises", "threads"])
+def test_cell_results_show_the_cells_code_only(ran: dict[str, Any], key: str) -> None:
+    label = f"Cell In[{ran['cells'][key].execution_count}]"
+    text = report(ran, key)["text/plain"]
+    page = report(ran, key)["text/html"]
+    for theirs in (*NOT_THE_CELLS, "run_cell_code", "cell_code.py"):
+        assert theirs not in text, (theirs, text)
+        assert theirs not in page, theirs
+    for stack in traceback_sites(ran["saved"][key]):
+        # Outermost frame last: the cell's own line (a function it calls lies above it),
+        # or, in a thread the cell started, where Python's traceback of it starts.
+        outermost = stack[-1]
+        in_cell = outermost["filename"] == label and outermost["function"] == "<module>"
+        in_thread = outermost["filename"] == threading.__file__
+        assert in_cell or in_thread, stack
+        for frame in stack:
+            assert not any(n in frame["filename"] for n in NOT_THE_CELLS), stack
+
+
+def test_a_cell_that_only_raises_allocates_next_to_nothing(ran: dict[str, Any]) -> None:
+    """Its exception and traceback (its own line's) are all it makes: no site of memtape's
+    runner, which used to be the biggest one."""
+    shown = json.loads(ok(memtape("stats", ran["saved"]["raises"], "--json")).stdout)
+    assert shown["peak"]["bytes"] < 2048, shown["peak"]
+    files = {frame["filename"] for site in shown["top"] for frame in site["frames"]}
+    assert len(files) <= 1 and all(f.startswith("Cell In[") for f in files), shown["top"]
+
+
+def test_the_record_cells_sites_are_its_rows(ran: dict[str, Any]) -> None:
+    top = json.loads(ok(memtape("top", ran["saved"]["record"], "--json", "--limit", "1")).stdout)
+    (site,) = top["sites"]
+    assert site["frames"][0]["function"] == "make_rows.<locals>.<listcomp>", site
+    assert site["bytes"] >= 20_000 * 100, site
+
+
+def test_threads_running_before_the_cell_are_not_the_cells(ran: dict[str, Any]) -> None:
+    """The kernel's threads (here one like them, allocating all along) are left out; a
+    thread the cell starts is the cell's."""
+    capture = ran["saved"]["threads"]
+    functions = {frame["function"] for stack in traceback_sites(capture) for frame in stack}
+    assert "work" in functions and "churn" not in functions, functions
+    shown = json.loads(ok(memtape("stats", capture, "--json")).stdout)
+    assert 1 << 20 <= shown["end"]["bytes"] < (1 << 20) + 64 * 1024, shown["end"]

@@ -329,4 +329,4 @@ def test_inline_report_shows_offline_without_errors(
     visit = browser.load(notebook, READ_FRAME)
     assert visit.problems() == [], visit.problems()
     assert visit.value["sandbox"] == "allow-scripts"
-    assert 640 < visit.value["height"] <= 1600, visit.value
+    assert visit.value["height"] > 640, visit.value  # the whole report, however tall

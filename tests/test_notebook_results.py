@@ -13,6 +13,7 @@ from typing import Any
 
 import nbformat
 import pytest
+from headless_chromium import HeadlessChromium
 from memtape_cli import PACKAGE_DIR, memtape, ok
 from nbclient import NotebookClient
 
@@ -133,3 +134,104 @@ def test_threads_running_before_the_cell_are_not_the_cells(ran: dict[str, Any]) 
     assert "work" in functions and "churn" not in functions, functions
     shown = json.loads(ok(memtape("stats", capture, "--json")).stdout)
     assert 1 << 20 <= shown["end"]["bytes"] < (1 << 20) + 64 * 1024, shown["end"]
+
+
+# --- the inline report, whole, in headless Chromium ---------------------------------------
+
+# Waits until the frame's height has not changed for 600 ms; then how much of the page
+# inside it shows: its whole height, the room it has, a horizontal scrollbar's height.
+MEASURE = r"""
+function settled(frame) {
+  return new Promise((done) => {
+    let last = -1, since = Date.now();
+    const start = Date.now();
+    (function wait() {
+      const h = frame.clientHeight;
+      if (h !== last) { last = h; since = Date.now(); }
+      if (Date.now() - since > 600 || Date.now() - start > 15000) done(h);
+      else setTimeout(wait, 50);
+    })();
+  });
+}
+function measure(frame) {
+  const root = frame.contentDocument.documentElement;
+  return {frame: frame.clientHeight, scroll: root.scrollHeight, room: root.clientHeight,
+          hbar: frame.contentWindow.innerHeight - root.clientHeight};
+}
+"""
+
+READ_WHOLE = (
+    MEASURE
+    + r"""
+(async () => {
+  const sleep = () => new Promise((r) => setTimeout(r, 50));
+  while (window.outputScriptsRan === false || !document.querySelector("iframe.memtape-report")) {
+    await sleep();
+  }
+  const frame = document.querySelector("iframe.memtape-report");
+  await settled(frame);
+  const loaded = measure(frame);
+  // The report grows after load: every details row opened.
+  const opened = [...frame.contentDocument.querySelectorAll("details")];
+  opened.forEach((d) => { d.open = true; });
+  await settled(frame);
+  return {loaded, grown: measure(frame), opened: opened.length};
+})()
+"""
+)
+
+# A front end inserts an output's HTML (its scripts do not run so), and runs the scripts
+# afterwards: here once the report's page has loaded and posted its height.
+LATE_SCRIPTS = r"""
+<div id="output"></div>
+<script>
+window.outputScriptsRan = false;
+const output = document.getElementById("output");
+output.innerHTML = JSON.parse(document.getElementById("html").textContent);
+output.querySelector("iframe").addEventListener("load", () => setTimeout(() => {
+  for (const old of output.querySelectorAll("script")) {
+    const script = document.createElement("script");
+    script.textContent = old.textContent;
+    old.replaceWith(script);
+  }
+  window.outputScriptsRan = true;
+}, 1000));
+</script>
+"""
+
+
+def notebook_page(path: Path, output_html: str, late_scripts: bool) -> Path:
+    """A page holding the output as a notebook front end would. The frame may be read by
+    the test (same origin): its scripts run as in the output, the messages it exchanges
+    do not depend on its origin."""
+    readable = output_html.replace(
+        'sandbox="allow-scripts"', 'sandbox="allow-scripts allow-same-origin"'
+    )
+    assert readable != output_html
+    if late_scripts:
+        holder = json.dumps(readable).replace("</", "<\\/")
+        body = f'<script type="application/json" id="html">{holder}</script>{LATE_SCRIPTS}'
+    else:
+        body = readable
+    path.write_text(
+        f"<!DOCTYPE html><html><body><p>a notebook</p>{body}</body></html>", encoding="utf-8"
+    )
+    return path
+
+
+@pytest.mark.parametrize("late_scripts", [False, True], ids=["scripts-in-order", "scripts-late"])
+def test_inline_report_shows_whole_at_any_height(
+    ran: dict[str, Any], browser: HeadlessChromium, tmp_path: Path, late_scripts: bool
+) -> None:
+    output = report(ran, "record")["text/html"]
+    page = notebook_page(tmp_path / "notebook.html", output, late_scripts)
+    visit = browser.load(page, READ_WHOLE)
+    assert visit.problems() == [], visit.problems()
+    loaded, grown = visit.value["loaded"], visit.value["grown"]
+    assert visit.value["opened"] > 0, visit.value
+    for seen in (loaded, grown):
+        # Nothing clipped: the page's whole height fits the room the frame gives it.
+        assert seen["scroll"] <= seen["room"], visit.value
+        assert seen["frame"] == seen["room"] + seen["hbar"], visit.value
+    assert loaded["scroll"] > 640, visit.value  # taller than the frame's first height
+    assert grown["scroll"] > loaded["scroll"], visit.value  # it grew, and still fits

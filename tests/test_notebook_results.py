@@ -7,6 +7,7 @@ scripts after inserting it."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ import pytest
 from headless_chromium import HeadlessChromium
 from memtape_cli import PACKAGE_DIR, memtape, ok
 from nbclient import NotebookClient
+
+MiB = 2**20
 
 CELLS = [
     ("load", "%load_ext memtape"),
@@ -134,6 +137,18 @@ def test_threads_running_before_the_cell_are_not_the_cells(ran: dict[str, Any]) 
     assert "work" in functions and "churn" not in functions, functions
     shown = json.loads(ok(memtape("stats", capture, "--json")).stdout)
     assert 1 << 20 <= shown["end"]["bytes"] < (1 << 20) + 64 * 1024, shown["end"]
+
+
+@pytest.mark.parametrize("key", ["record", "raises"])
+def test_a_cells_rss_is_the_cells_not_the_kernels(ran: dict[str, Any], key: str) -> None:
+    """The kernel's memory before the cell is its start, not memory memtape did not see."""
+    rss = json.loads(ok(memtape("stats", ran["saved"][key], "--json")).stdout)["rss"]
+    assert rss["at_start"]["rss"] > 30 * MiB, rss  # the kernel, running already
+    assert rss["untracked_bytes"] == rss["not_seen_bytes"] < 2 * MiB, rss
+    assert rss["added_bytes"] < 16 * MiB, rss
+    text = report(ran, key)["text/plain"]
+    assert re.search(r"^\s*not seen:\s+none", text, re.M), text
+    assert "more than the recorded peak" not in text, text
 
 
 # --- the inline report, whole, in headless Chromium ---------------------------------------

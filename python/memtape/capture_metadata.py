@@ -10,7 +10,7 @@ import os
 import platform
 import time
 
-from memtape import __version__
+from memtape import __version__, _native
 
 
 def capture_metadata(
@@ -27,6 +27,12 @@ def capture_metadata(
     program's own in every stack and that reports leave out (None: none named);
     ``extra``: fields of one kind of recording, written after the common ones."""
     meta: dict[str, object] = {} if launcher_files is None else {"launcher_files": launcher_files}
+    # The process' memory before the recorded code runs: the interpreter's start-up and
+    # memtape (and, for a notebook cell, the kernel), which reports tell apart from what
+    # the program adds.
+    reading = _native._process_memory()
+    if reading is not None:
+        meta["rss_at_start"] = json.loads(reading)
     meta |= {
         "tool": "memtape",
         "tool_version": __version__,

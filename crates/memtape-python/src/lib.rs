@@ -20,6 +20,13 @@ mod thread;
 use pyo3::exceptions::PyImportError;
 use pyo3::prelude::*;
 
+/// memtape's own heap is counted (see `session::process_memory`): reports tell it apart
+/// from the program's memory. Not in unit tests, which count allocations their own way.
+#[cfg(not(test))]
+#[global_allocator]
+static OWN_HEAP: session::process_memory::CountingAllocator =
+    session::process_memory::CountingAllocator;
+
 // The recorder relies on the GIL (free-threaded builds are refused at build time).
 #[pymodule(gil_used = true)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -98,6 +105,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(api::own_work::_own_work_begin, m)?)?;
     m.add_function(wrap_pyfunction!(api::own_work::_call_as_program, m)?)?;
     m.add_function(wrap_pyfunction!(api::own_work::_exec_as_program, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        session::process_memory::_process_memory,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(session::process_memory::_own_memory, m)?)?;
     m.add_function(wrap_pyfunction!(
         thread::thread_filter::_record_threads_except,
         m

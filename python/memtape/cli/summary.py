@@ -38,6 +38,7 @@ def print_run_summary(
         file=err,
     )
     print(capture.top_text("lineno", "peak", top), file=err)
+    _print_rss(capture.rss_text())
     _print_children(path, capture.metadata_json)
     print_read_hints(path)
 
@@ -48,6 +49,13 @@ def print_read_hints(path: str) -> None:
     for command in ("stats", "top", "flamegraph {} -o flamegraph.html", "report {} -o report.html"):
         line = command.format(path) if "{}" in command else f"{command} {path}"
         print(f"  memtape {line}", file=sys.stderr)
+
+
+def _print_rss(text: str) -> None:
+    """The run's RSS accounted for: the start, what the program added, memtape's own,
+    what memtape did not see."""
+    for i, line in enumerate(text.splitlines()):
+        print(f"memtape: {line}" if i == 0 else f"  {line}", file=sys.stderr)
 
 
 def _analysis(path: str, follower: _native.CaptureFollower | None, imports: str) -> _native.Capture:

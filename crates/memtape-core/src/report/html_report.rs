@@ -16,6 +16,7 @@ use super::flamegraph::{flame_section, FlameGraph, FLAMEGRAPH_JS, REPORT_CSS};
 use super::html::{escape, push_escaped};
 use super::memory_chart::memory_chart;
 use super::replay::ReplayResult;
+use super::rss_account::RssAccount;
 use super::run_info::RunInfo;
 use super::sites::{group_sites_with_tracebacks, SiteDetail};
 use super::symbols::Symbols;
@@ -184,7 +185,15 @@ fn metadata(out: &mut String, run: &RunInfo, r: &ReplayResult) {
     if r.dropped > 0 {
         rows.push(("dropped", "Dropped events", grouped(r.dropped)));
     }
-    if let Some(rss) = run.max_rss_bytes.filter(|&b| b > 0) {
+    if let Some(account) = RssAccount::of(run, r.peak.bytes, r.end_bytes) {
+        rows.push(("recorded-peak", "Recorded peak", human_size(r.peak.bytes)));
+        rows.extend(
+            account
+                .rows()
+                .into_iter()
+                .map(|(key, name, text)| (key, name.trim_start(), text)),
+        );
+    } else if let Some(rss) = run.max_rss_bytes.filter(|&b| b > 0) {
         rows.push(("peak-rss", "Peak RSS", human_size(rss)));
         rows.push(("recorded-peak", "Recorded peak", human_size(r.peak.bytes)));
         rows.push((

@@ -6,6 +6,7 @@
 use super::diff::SiteDiff;
 use super::json::JsonWriter;
 use super::replay::ReplayResult;
+use super::rss_account::RssAccount;
 use super::run_info::RunInfo;
 use super::sites::{Frame, Site};
 use crate::memory_source::SourceSplit;
@@ -66,13 +67,52 @@ fn run(w: &mut JsonWriter, run: &RunInfo) {
 /// `"rss": {"peak_rss_bytes", "recorded_peak_bytes", "untracked_bytes",
 /// "private_allocators": [{"path", "allocator", "symbol"}]}`: the process' peak RSS
 /// beside the recorded peak, the part memtape did not see (never negative; null when the
-/// peak RSS is unknown), and the loaded objects with an allocator of their own.
+/// peak RSS is unknown), and the loaded objects with an allocator of their own. With the
+/// start and end readings (see [`RssAccount`]) also `"at_start"`, `"at_end"` (`{"rss",
+/// "hwm", "anon", "file", "shmem"}`), `"peak_in_capture"`, `"added_bytes"`,
+/// `"anon_added_bytes"`, `"file_added_bytes"`, `"shmem_added_bytes"`,
+/// `"memtape_own_bytes"`, `"compared_bytes"` (the recorded bytes compared) and
+/// `"not_seen_bytes"`; `"untracked_bytes"` is then the anonymous memory not seen.
 fn rss(w: &mut JsonWriter, run: &RunInfo, r: &ReplayResult) {
     w.key("rss").begin_object();
+    let account = RssAccount::of(run, r.peak.bytes, r.end_bytes);
+    let untracked = match &account {
+        Some(a) => Some(a.not_seen),
+        None => run.untracked_rss(r.peak.bytes),
+    };
     w.opt_uint("peak_rss_bytes", run.max_rss_bytes)
         .key("recorded_peak_bytes")
         .uint(r.peak.bytes)
-        .opt_uint("untracked_bytes", run.untracked_rss(r.peak.bytes));
+        .opt_uint("untracked_bytes", untracked);
+    if let Some(a) = &account {
+        for (key, reading) in [("at_start", a.at_start), ("at_end", a.at_end)] {
+            w.key(key)
+                .begin_object()
+                .key("rss")
+                .uint(reading.rss)
+                .key("hwm")
+                .uint(reading.hwm)
+                .key("anon")
+                .uint(reading.anon)
+                .key("file")
+                .uint(reading.file)
+                .key("shmem")
+                .uint(reading.shmem);
+            w.end_object();
+        }
+        w.key("peak_in_capture")
+            .bool(a.peak_in_capture)
+            .opt_int("added_bytes", Some(a.added))
+            .opt_int("anon_added_bytes", Some(a.anon_added))
+            .opt_int("file_added_bytes", Some(a.file_added))
+            .opt_int("shmem_added_bytes", Some(a.shmem_added))
+            .key("memtape_own_bytes")
+            .uint(a.memtape_own)
+            .key("compared_bytes")
+            .uint(a.recorded)
+            .key("not_seen_bytes")
+            .uint(a.not_seen);
+    }
     w.key("private_allocators").begin_array();
     for p in &run.private_allocators {
         w.begin_object()

@@ -1,6 +1,7 @@
 //! What a report says about the run itself (from the capture's header and trailer).
 
 use super::private_allocator::PrivateAllocator;
+use super::rss_account::RssReading;
 
 /// The recorded run. Every field is optional: a report shows what it is given.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -32,6 +33,12 @@ pub struct RunInfo {
     pub cut_short: bool,
     /// The process' peak resident set size (from the trailer).
     pub max_rss_bytes: Option<u64>,
+    /// The process' memory when the capture started (from the metadata) and when it
+    /// ended (from the trailer): see [`super::rss_account`].
+    pub rss_at_start: Option<RssReading>,
+    pub rss_at_end: Option<RssReading>,
+    /// memtape's own memory at its peak during the capture (from the trailer).
+    pub memtape_own_peak_bytes: Option<u64>,
     /// Native frees, munmaps and mremaps of memory allocated before tracing started (or
     /// by an object memtape did not patch): ignored (from the trailer).
     pub native_unknown_frees: Option<u64>,

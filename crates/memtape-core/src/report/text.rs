@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use super::diff::SiteDiff;
 use super::flamegraph::NO_PYTHON_FRAME;
 use super::replay::ReplayResult;
+use super::rss_account::RssAccount;
 use super::run_info::RunInfo;
 use super::sites::{Frame, Site};
 use super::units::{grouped, human_duration, human_size, human_size_diff, percent, signed_count};
@@ -230,7 +231,14 @@ pub fn stats_text(run: &RunInfo, r: &ReplayResult) -> String {
     if split {
         rows.push(("  by source", source_split_text(&r.end_by_source)));
     }
-    if let Some(rss) = run.max_rss_bytes.filter(|&b| b > 0) {
+    if let Some(account) = RssAccount::of(run, r.peak.bytes, r.end_bytes) {
+        rows.extend(
+            account
+                .rows()
+                .into_iter()
+                .map(|(_, name, text)| (name, text)),
+        );
+    } else if let Some(rss) = run.max_rss_bytes.filter(|&b| b > 0) {
         rows.push(("Peak RSS", rss_text(rss, r.peak.bytes)));
     }
     if !run.private_allocators.is_empty() {

@@ -4,7 +4,7 @@ use pyo3::prelude::*;
 
 use crate::api::own_work::own_work;
 use crate::native as native_memory;
-use crate::session::capture_session;
+use crate::session::{capture_session, process_memory};
 
 /// Whether the running capture asked for native stacks.
 static NATIVE_STACKS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -59,13 +59,16 @@ pub(crate) fn _stop_capture(py: Python<'_>, exit: &str, exit_code: i64) -> PyRes
         native_memory::unwind::native_stacks::disable();
     }
     native_memory::stop(native_memory::SINK_CAPTURE);
+    let rss_at_end = process_memory::reading_json().unwrap_or_else(|| "null".to_owned());
     capture_session::stop(
         py,
         &format!(
             ", \"exit\": {exit}, \"exit_code\": {exit_code}, \"max_rss_bytes\": {}, \
+             \"rss_at_end\": {rss_at_end}, \"memtape_own_peak_bytes\": {}, \
              \"native\": {{\"patched_slots\": {slots}, \"unknown_frees\": {unknown_frees}, \
              \"missed_reentrant\": {reentered}, \"private_allocators\": {private}}}",
-            max_rss_bytes()
+            max_rss_bytes(),
+            process_memory::own_growth_at_peak()
         ),
     )
 }
@@ -84,8 +87,12 @@ pub(crate) fn native_counters() -> (usize, u64, u64, u64) {
     native_memory::counters()
 }
 
-/// The process' peak resident set size so far, in bytes (0 if unknown).
+/// The process' peak resident set size so far, in bytes (0 if unknown): this image's
+/// (`VmHWM`) where the kernel says, else `getrusage`'s.
 fn max_rss_bytes() -> u64 {
+    if let Some(peak) = process_memory::peak_rss() {
+        return peak;
+    }
     // SAFETY: getrusage fills the struct it is given; no other precondition.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `usage` is a valid, writable rusage.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use memtape_core::capture::{
     CaptureError, CaptureReader, EachRecord, ReadSummary, Record, RecordVisitor,
 };
-use memtape_core::report::{Moment, PrivateAllocator, RunInfo};
+use memtape_core::report::{Moment, PrivateAllocator, RssReading, RunInfo};
 use memtape_core::{LiveEntry, LiveTable};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyValueError};
@@ -162,6 +162,19 @@ pub(super) fn parse_moment(spec: &str) -> PyResult<Moment> {
     )))
 }
 
+/// A reading of the process' memory (`{"rss", "hwm", "anon", "file", "shmem"}`), as the
+/// capture's metadata and trailer hold it.
+fn rss_reading(v: &serde_json::Value) -> Option<RssReading> {
+    let field = |k: &str| v.get(k).and_then(serde_json::Value::as_u64);
+    Some(RssReading {
+        rss: field("rss")?,
+        hwm: field("hwm")?,
+        anon: field("anon")?,
+        file: field("file")?,
+        shmem: field("shmem")?,
+    })
+}
+
 /// What the header and trailer say: the run, the frame limit, and the launcher files
 /// `memtape run` listed (see `cli/run.py`).
 pub(super) fn run_info(
@@ -198,6 +211,11 @@ pub(super) fn run_info(
         exit_code: trailer.get("exit_code").and_then(serde_json::Value::as_i64),
         cut_short: !summary.complete,
         max_rss_bytes: trailer.get("max_rss_bytes").and_then(|v| v.as_u64()),
+        rss_at_start: meta.get("rss_at_start").and_then(rss_reading),
+        rss_at_end: trailer.get("rss_at_end").and_then(rss_reading),
+        memtape_own_peak_bytes: trailer
+            .get("memtape_own_peak_bytes")
+            .and_then(|v| v.as_u64()),
         native_unknown_frees: trailer
             .pointer("/native/unknown_frees")
             .and_then(|v| v.as_u64()),

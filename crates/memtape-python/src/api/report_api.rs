@@ -11,7 +11,7 @@ use memtape_core::capture::ReadSummary;
 use memtape_core::report::{
     compare, diff_text, flamegraph_html, folded, has_several_sources, html_report, json_diff,
     json_sites, json_summary, source_split_text, stats_text, timeline_csv, top_text, total_bytes,
-    Analysis, HtmlReportOptions, ImportFrames, ReplayOptions,
+    Analysis, HtmlReportOptions, ImportFrames, ReplayOptions, RssAccount,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -161,6 +161,21 @@ impl PyCapture {
     /// Totals, the peak and when it happened, as a terminal table.
     fn stats_text(&self) -> String {
         stats_text(&self.info, &self.result)
+    }
+
+    /// The run's RSS accounted for (the start, what the program added by kind, memtape's
+    /// own, what memtape did not see), one `name: text` line per row; empty for a
+    /// capture without the readings.
+    fn rss_text(&self) -> String {
+        RssAccount::of(&self.info, self.result.peak.bytes, self.result.end_bytes)
+            .map(|a| {
+                a.rows()
+                    .into_iter()
+                    .map(|(_, name, text)| format!("{}: {text}", name.trim_start()))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default()
     }
 
     /// The top sites of a live set (`peak`, `end`, `start`, `moment:N`) as a table.

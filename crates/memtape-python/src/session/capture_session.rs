@@ -128,6 +128,7 @@ pub(crate) fn start(
             "a capture is already being recorded in this process",
         ));
     }
+    super::process_memory::reset_own_peak();
     let file = File::create(path)
         .map_err(|e| PyOSError::new_err(format!("cannot create {}: {e}", path.display())))?;
     let file = CaptureFileWriter::new(BufWriter::with_capacity(1 << 20, file), metadata_json)

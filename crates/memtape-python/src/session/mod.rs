@@ -6,6 +6,7 @@ pub(crate) mod capture_session;
 pub(crate) mod clock_thread;
 pub(crate) mod fork_safety;
 pub(crate) mod launcher_frames;
+pub(crate) mod process_memory;
 pub(crate) mod signal_mask;
 pub(crate) mod stack_resolution;
 pub(crate) mod trace_collect;

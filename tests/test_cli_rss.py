@@ -82,5 +82,5 @@ def test_a_file_read_through_mmap_is_file_backed(tmp_path: Path) -> None:
     file_added = rss["file_added_bytes"]
     assert isinstance(file_added, int) and file_added >= 60 * MiB, rss
     assert rss["not_seen_bytes"] < NOISE, rss
-    row = stats_row(capture, "added")
+    row = stats_row(capture, "RSS added")
     assert re.search(r"file-backed \+6\d\.\d MiB", row), row

@@ -139,7 +139,7 @@ impl RssAccount {
         }
         rows.push((
             "rss-added",
-            "  added",
+            "  RSS added",
             format!(
                 "anonymous {}, file-backed {}, shared {} (at the end)",
                 human_size_diff(self.anon_added),

@@ -101,7 +101,7 @@ unsafe extern "C" fn program_started(
 /// object ``exec`` makes), while the caller's frame is still the innermost, is not the
 /// program's and is not recorded, nor is what follows the frame. Where a profiler is
 /// already set (``sys.getprofile()``), it is left in place and recording starts at the
-/// call. Used by ``memtape run`` (runpy's ``exec``, ``-c``) and the notebook magics, so
+/// call; called from code that records already, it is a plain ``exec``. Used by ``memtape run`` (runpy's ``exec``, ``-c``) and the notebook magics, so
 /// that no allocation of memtape's runner, runpy or the kernel is the program's.
 #[pyfunction]
 #[pyo3(signature = (code, globals, locals=None, /))]
@@ -131,7 +131,10 @@ pub(crate) fn _exec_as_program<'py>(
         // and that allocation is the runner's, not the program's.
         // SAFETY: the GIL is held; the frame is borrowed and not kept.
         let _ = unsafe { ffi::PyEval_GetFrame() };
-        let profiled = !py.import("sys")?.getattr("getprofile")?.call0()?.is_none();
+        // Called from code that records already (a module the program imports, while
+        // runpy's loading shadows the import system's exec): a plain exec.
+        let profiled =
+            prev == HookMode::Idle || !py.import("sys")?.getattr("getprofile")?.call0()?.is_none();
         if !profiled {
             // SAFETY: the GIL is held; the function removes itself at its first call.
             unsafe { ffi::PyEval_SetProfile(Some(program_started), std::ptr::null_mut()) };

@@ -1,10 +1,10 @@
 """memtape's pytest plugin (registered through the ``pytest11`` entry point).
 
-Each test phase is recorded into a capture of its own, with memtape's recorder: the
-fixtures' setup apart from the body (``pytest_runtest_call``, which also runs
-``unittest.TestCase`` tests). ``--memtape`` reports the tests with the highest peak;
-the ``limit_memory`` and ``limit_leaks`` markers, and a default limit for every test,
-fail the tests that go over, naming the sites responsible.
+Each measured test's call is recorded into a capture of its own, with memtape's recorder:
+the test function's own call only (``test_call``), not pytest's, pluggy's or memtape's work
+around it, nor the fixtures' setup (as in pytest-memray). ``--memtape`` reports the tests
+with the highest peak; the ``limit_memory`` and ``limit_leaks`` markers, and a default
+limit for every test, fail the tests that go over, naming the sites responsible.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Generator
-from dataclasses import dataclass
 
 import pytest
 
@@ -30,10 +29,11 @@ from memtape.pytest_plugin.checks import (
     leak_limit,
     memory_limit,
 )
-from memtape.pytest_plugin.measure import PhaseMemory, Recording
+from memtape.pytest_plugin.measure import BodyMemory, Recording
 from memtape.pytest_plugin.regression import DEFAULT_TOLERANCE, PeakBaseline, Tolerance
 from memtape.pytest_plugin.report import TestMemory, payload, write_report
 from memtape.pytest_plugin.sizes import parse_size
+from memtape.pytest_plugin.test_call import runner_files, test_call_recorded
 
 __all__ = ["pytest_addoption", "pytest_configure"]
 
@@ -97,12 +97,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(MemtapePlugin(config), "memtape-plugin")
 
 
-@dataclass
-class _Phases:
-    setup: PhaseMemory | None = None
-    body: PhaseMemory | None = None
-
-
 class MemtapePlugin:
     """Records the tests that need it and checks their limits."""
 
@@ -129,7 +123,8 @@ class MemtapePlugin:
             except ValueError as exc:
                 raise pytest.UsageError(f"--memtape-increase-tolerance: {exc}") from None
             self.baseline = PeakBaseline(config.cache, tolerance)
-        self.tests: dict[str, _Phases] = {}
+        self.markers = True
+        self.tests: dict[str, BodyMemory] = {}
         self.reported: list[TestMemory] = []
         self.broken: str | None = None
 
@@ -141,31 +136,25 @@ class MemtapePlugin:
             or self.keep
             or self.baseline is not None
             or self.default_limit is not None
-            or item.get_closest_marker("limit_memory") is not None
-            or item.get_closest_marker("limit_leaks") is not None
+            or (
+                self.markers
+                and (
+                    item.get_closest_marker("limit_memory") is not None
+                    or item.get_closest_marker("limit_leaks") is not None
+                )
+            )
         )
 
-    def _start(self, item: pytest.Item, phase: str) -> Recording | None:
-        path = os.path.join(self.dir, f"{_file_name(item.nodeid)}.{phase}.mtape")
+    def _start(self, item: pytest.Item) -> Recording | None:
+        path = os.path.join(self.dir, f"{_file_name(item.nodeid)}.call.mtape")
         try:
-            return Recording(path, item.nodeid, phase, native=self.native)
+            return Recording(
+                path, item.nodeid, native=self.native, runner_files=runner_files(self.config)
+            )
         except (RuntimeError, OSError) as exc:
             self.broken = str(exc)
             warnings.warn(f"memtape cannot record the tests: {exc}", stacklevel=1)
             return None
-
-    def _stop(self, recording: Recording) -> PhaseMemory:
-        return recording.stop(sites=10, keep=self.keep)
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, None, None]:
-        recording = self._start(item, "setup") if self._records(item) else None
-        if recording is None:
-            return (yield)
-        try:
-            return (yield)
-        finally:
-            self.tests.setdefault(item.nodeid, _Phases()).setup = self._stop(recording)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
@@ -173,29 +162,30 @@ class MemtapePlugin:
             return (yield)
         bad_marker: str | None = None
         try:
-            leaks = leak_limit(item)
-            memory = memory_limit(item, self.default_limit)
+            leaks = leak_limit(item) if self.markers else None
+            memory = memory_limit(item, self.default_limit, marker=self.markers)
         except MarkerError as exc:
             bad_marker = str(exc)
         if bad_marker is not None:  # the test fails with this one line, the others run
             pytest.fail(bad_marker, pytrace=False)
-        for _ in range(leaks.warmups if leaks else 0):
-            item.runtest()
-        recording = self._start(item, "call")
-        if recording is None:
-            return (yield)
-        try:
-            result = yield
-            for _ in range((leaks.repeat if leaks else 1) - 1):
+        with test_call_recorded(item):
+            for _ in range(leaks.warmups if leaks else 0):
                 item.runtest()
-        finally:
-            body = self._stop(recording)
-            self.tests.setdefault(item.nodeid, _Phases()).body = body
+            recording = self._start(item)
+            if recording is None:
+                return (yield)
+            try:
+                result = yield
+                for _ in range((leaks.repeat if leaks else 1) - 1):
+                    item.runtest()
+            finally:
+                body = recording.stop(sites=10, keep=self.keep)
+                self.tests[item.nodeid] = body
         self._check(memory, leaks, body, _file_name(item.nodeid))
         return result
 
     def _check(
-        self, memory: MemoryLimit | None, leaks: LeakLimit | None, body: PhaseMemory, key: str
+        self, memory: MemoryLimit | None, leaks: LeakLimit | None, body: BodyMemory, key: str
     ) -> None:
         failures = [
             message
@@ -214,10 +204,9 @@ class MemtapePlugin:
         self, item: pytest.Item, call: pytest.CallInfo[None]
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        phases = self.tests.get(item.nodeid)
-        if call.when == "call" and phases is not None and phases.body is not None:
-            report.memtape = payload(phases.body, phases.setup)  # type: ignore[attr-defined]
-            del self.tests[item.nodeid]
+        body = self.tests.pop(item.nodeid, None) if call.when == "call" else None
+        if body is not None:
+            report.memtape = payload(body)  # type: ignore[attr-defined]
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

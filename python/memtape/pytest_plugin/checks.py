@@ -13,15 +13,16 @@ import _pytest
 import pluggy
 import pytest
 
+import memtape
 from memtape.byte_size import format_size
-from memtape.pytest_plugin.measure import PhaseMemory, Site
+from memtape.pytest_plugin.measure import BodyMemory, Site
 from memtape.pytest_plugin.sizes import parse_size
 
-# Frames of these packages run the test (pytest, pluggy, unittest): a site's stack is
-# shown from its innermost frame down to the first of them.
+# Frames of these packages run the test (pytest, pluggy, unittest, memtape): a site's
+# stack is shown from its innermost frame down to the first of them.
 _MACHINERY = tuple(
     os.path.dirname(m.__file__) + os.sep
-    for m in (_pytest, pluggy, unittest)
+    for m in (_pytest, pluggy, unittest, memtape)
     if m.__file__ is not None
 )
 
@@ -95,10 +96,14 @@ def _size_of(item: pytest.Item, mark: pytest.Mark, keywords: tuple[str, ...] = (
         raise _marker_error(item, mark, str(exc)) from None
 
 
-def memory_limit(item: pytest.Item, default: int | None) -> MemoryLimit | None:
+def memory_limit(item: pytest.Item, default: int | None, *, marker: bool) -> MemoryLimit | None:
+    """The test's ``limit_memory`` when ``marker`` (memtape enforces the markers), else
+    ``default``; a test with the marker has its own limit and never gets ``default``."""
     mark = item.get_closest_marker("limit_memory")
     if mark is None:
         return None if default is None else MemoryLimit(default)
+    if not marker:
+        return None
     return MemoryLimit(_size_of(item, mark))
 
 
@@ -135,7 +140,7 @@ def _notable(sites: tuple[Site, ...], total: int) -> list[Site]:
     return [s for s in sites if s.bytes * 100 >= total][:5]
 
 
-def check_memory(limit: MemoryLimit, body: PhaseMemory, frames: int) -> str | None:
+def check_memory(limit: MemoryLimit, body: BodyMemory, frames: int) -> str | None:
     """The failure message, or None when the peak is within the limit."""
     if body.peak <= limit.limit:
         return None
@@ -149,7 +154,7 @@ def check_memory(limit: MemoryLimit, body: PhaseMemory, frames: int) -> str | No
     return "\n".join(lines)
 
 
-def check_leaks(limit: LeakLimit, body: PhaseMemory, frames: int) -> str | None:
+def check_leaks(limit: LeakLimit, body: BodyMemory, frames: int) -> str | None:
     """The failure message, or None when no stack leaked more than the limit per run."""
     offenders: list[Stack] = []
     for site in body.leak_sites:

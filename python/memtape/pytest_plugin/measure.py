@@ -1,4 +1,4 @@
-"""One test phase recorded into its own capture: its peak, what it allocated, and the
+"""One test's call recorded into its own capture: its peak, what it allocated, and the
 sites holding memory at the peak and at the end (what it leaked). MLX's buffers are in it
 (on the line that created each array) when the test uses MLX."""
 
@@ -27,8 +27,8 @@ class Site:
 
 
 @dataclass(frozen=True)
-class PhaseMemory:
-    """What one phase (setup or the body) allocated."""
+class BodyMemory:
+    """What the test's body allocated."""
 
     peak: int
     allocated: int
@@ -39,28 +39,30 @@ class PhaseMemory:
 
 
 class Recording:
-    """A capture of one phase, into ``path``; ``stop`` reads it back."""
+    """A capture of the test's call, into ``path``; ``stop`` reads it back. The frames
+    of ``runner_files`` below the test's own are left out of its stacks (and memtape's
+    own work in both is unrecorded: see ``test_call``)."""
 
-    def __init__(self, path: str, nodeid: str, phase: str, *, native: bool) -> None:
+    def __init__(self, path: str, nodeid: str, *, native: bool, runner_files: list[str]) -> None:
         self.path = path
         meta = capture_metadata(
-            command=f"pytest {phase}",
+            command="pytest call",
             argv=[nodeid],
             nframe=NFRAME,
             min_size=0,
             native_heap=native,
-            launcher_files=None,
+            launcher_files=runner_files,
         )
         _native._start_capture(path, meta, 0, native)
         _mlx.follow("pytest", True)
 
-    def stop(self, sites: int, keep: bool) -> PhaseMemory:
+    def stop(self, sites: int, keep: bool) -> BodyMemory:
         _mlx.follow("pytest", False)
         _native._stop_capture("normal", 0)
         try:
             capture = _native.analyze_capture(self.path, time_window=False)
             summary = json.loads(capture.summary_json(0))
-            return PhaseMemory(
+            return BodyMemory(
                 peak=capture.peak[0],
                 allocated=summary["totals"]["bytes_allocated"],
                 allocations=summary["totals"]["allocs"],

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from memtape.byte_size import format_size
-from memtape.pytest_plugin.measure import PhaseMemory
+from memtape.pytest_plugin.measure import BodyMemory
 
 
-def payload(body: PhaseMemory, setup: PhaseMemory | None) -> dict[str, Any]:
+def payload(body: BodyMemory) -> dict[str, Any]:
     """What a test's call report carries to the report."""
     sites = [
         [s.bytes, *(s.frames[0] if s.frames else ("?", "?", 0))]
@@ -26,7 +26,6 @@ def payload(body: PhaseMemory, setup: PhaseMemory | None) -> dict[str, Any]:
         "peak": body.peak,
         "allocated": body.allocated,
         "allocations": body.allocations,
-        "setup_peak": None if setup is None else setup.peak,
         "sites": sites,
         "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
     }
@@ -74,15 +73,15 @@ def write_report(
     if verbosity < 0:
         return
     shown = tests if most <= 0 else tests[:most]
-    tr.write_line(f"{len(shown)} of {len(tests)} tests, highest peak first (body; setup apart):")
+    tr.write_line(
+        f"{len(shown)} of {len(tests)} tests, highest peak first (the test function's call; "
+        "fixtures apart):"
+    )
     for t in shown:
         d = t.data
-        setup = (
-            f", setup peak {format_size(d['setup_peak'])}" if d["setup_peak"] is not None else ""
-        )
         tr.write_line(
             f"  {t.nodeid}: peak {format_size(d['peak'])}, "
-            f"allocated {format_size(d['allocated'])} in {d['allocations']:,} blocks{setup}"
+            f"allocated {format_size(d['allocated'])} in {d['allocations']:,} blocks"
         )
         if verbosity > 0:
             for size, filename, function, line in d["sites"]:

@@ -1,0 +1,150 @@
+"""The test function's own call, and nothing around it, as what a recording counts.
+
+While a test is measured its thread does memtape's own work (unrecorded), and only the
+call of the test function runs as the program (``_native._call_as_program``): pytest's,
+pluggy's and memtape's work before and after the call, and that of other plugins' hook
+wrappers, stays out of the numbers. The fixtures' setup is pytest's work too here, as in
+pytest-memray: the test is charged for what its own body does.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import keyword
+import os
+import sys
+import unittest
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import _pytest
+import pluggy
+import pytest
+
+from memtape import _native
+
+_OWN_FILE = os.path.abspath(__file__)
+
+# name tuples (positional count, keyword names) -> a trampoline, compiled once each
+_trampolines: dict[tuple[int, tuple[str, ...]], Callable[..., Any]] = {}
+
+
+def _trampoline(positional: int, names: tuple[str, ...]) -> Callable[..., Any] | None:
+    """``call(function, p0, .., k0, .., /)`` calling ``function(p0, .., a=k0, ..)``: the
+    keyword names are a constant of its code, so the call allocates nothing, where
+    ``function(**kwargs)`` builds an argument array and a names tuple inside the recording.
+    None when a name cannot be written as a keyword (pytest passes parameter names)."""
+    key = (positional, names)
+    found = _trampolines.get(key)
+    if found is None:
+        if not all(n.isidentifier() and not keyword.iskeyword(n) for n in names):
+            return None
+        params = [f"_p{i}" for i in range(positional)] + [f"_k{i}" for i in range(len(names))]
+        passed = params[:positional] + [
+            f"{n}={v}" for n, v in zip(names, params[positional:], strict=True)
+        ]
+        source = (
+            f"def call(function, {''.join(p + ', ' for p in params)}/):\n"
+            f"    return function({', '.join(passed)})\n"
+        )
+        namespace: dict[str, Any] = {}
+        # The trampoline's frame is memtape's (this file's), left out of the stacks shown;
+        # its source holds nothing but the identifiers checked above.
+        exec(compile(source, _OWN_FILE, "exec"), namespace)  # noqa: S102
+        found = _trampolines[key] = namespace["call"]
+    return found
+
+
+def _call_recorded(
+    function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """``function(*args, **kwargs)``, with the thread recorded during that call only."""
+    trampoline = _trampoline(len(args), tuple(kwargs))
+    if trampoline is None:
+        return _native._call_as_program(functools.partial(function, *args, **kwargs))
+    return _native._call_as_program(trampoline, function, *args, *kwargs.values())
+
+
+def _recorded(function: Callable[..., Any], program_mode: int) -> Callable[..., Any]:
+    """``function`` wrapped so that only its call is recorded. A coroutine function is
+    recorded while it is awaited, the event loop's steps between its own included (the
+    thread's mode cannot follow a coroutine across an event loop)."""
+    if inspect.iscoroutinefunction(function):
+
+        @functools.wraps(function)
+        async def call_async(*args: Any, **kwargs: Any) -> Any:
+            own = _native._own_work_begin()
+            _native._work_end(program_mode)
+            try:
+                return await function(*args, **kwargs)
+            finally:
+                _native._work_end(own)
+
+        return call_async
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return _call_recorded(function, args, kwargs)
+
+    return call
+
+
+@contextmanager
+def test_call_recorded(item: pytest.Item) -> Iterator[None]:
+    """For the duration of the call phase, the calling thread's work is memtape's own
+    except the call of the item's test function (``item.obj``, which pytest and unittest
+    call), or of ``item.runtest`` for items with no test function (doctests, other
+    plugins' items)."""
+    own = _native._own_work_begin()
+    try:
+        if isinstance(item, pytest.Function):
+            original = item.obj
+            item.obj = _recorded(original, own)
+            try:
+                yield
+            finally:
+                item.obj = original
+        else:
+            runtest = item.runtest
+            setattr(item, "runtest", lambda: _native._call_as_program(runtest))  # noqa: B010
+            try:
+                yield
+            finally:
+                delattr(item, "runtest")
+    finally:
+        _native._work_end(own)
+
+
+test_call_recorded.__test__ = False  # type: ignore[attr-defined]  # not a test, for pytest
+
+
+def _directory(module: Any) -> str | None:
+    file = getattr(module, "__file__", None)
+    return os.path.dirname(os.path.abspath(file)) + os.sep if file else None
+
+
+def runner_files(config: pytest.Config) -> list[str]:
+    """Files (a directory when it ends in a separator) whose frames run the test: the
+    frames now on the stack (the launcher's, pytest's, pluggy's, memtape's), pytest's,
+    pluggy's, unittest's and memtape's packages, and every registered plugin's module (a
+    plugin's wrapper of the test function, pytest-memray's for one). A capture leaves them
+    out of its stacks below the test's own frames."""
+    files = {
+        d
+        for d in (
+            _directory(m) for m in (_pytest, pytest, pluggy, unittest, sys.modules["memtape"])
+        )
+        if d
+    }
+    frame = sys._getframe(1)
+    while frame is not None:
+        files.add(frame.f_code.co_filename)
+        frame = frame.f_back  # type: ignore[assignment]
+    for plugin in config.pluginmanager.get_plugins():
+        module = plugin if inspect.ismodule(plugin) else inspect.getmodule(type(plugin))
+        file = getattr(module, "__file__", None)
+        if file:
+            files.add(os.path.abspath(file))
+    return sorted(files)

@@ -17,8 +17,9 @@ if [ ! -x "$venv/bin/python" ]; then
   "$py" -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
 fi
-# Build and test dependencies (a no-op when already satisfied).
-"$venv/bin/python" -m pip install -q "maturin>=1.8,<2" "pytest>=8" pytest-xdist numpy \
+# Build and test dependencies (a no-op when already satisfied); pytest-memray for the
+# plugin tests that run memtape beside it.
+"$venv/bin/python" -m pip install -q "maturin>=1.8,<2" "pytest>=8" pytest-xdist pytest-memray numpy \
   ipython ipykernel nbclient nbformat "mlx[cpu]==0.32.4" "mypy==2.4.1" >/dev/null
 # maturin develop builds the extension for this interpreter and installs the package editable.
 VIRTUAL_ENV="$PWD/$venv" "$venv/bin/maturin" develop --release -q >&2

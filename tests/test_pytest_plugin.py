@@ -57,11 +57,24 @@ def pytest_run(
     *args: str,
     cache: bool = False,
     env: dict[str, str] | None = None,
+    memray: bool = False,
 ) -> subprocess.CompletedProcess[str]:
+    """pytest on ``source``; pytest-memray (installed beside memtape by scripts/venv.sh) is
+    blocked unless ``memray``, so that memtape is the markers' only provider."""
     (tmp_path / "test_generated.py").write_text(textwrap.dedent(source), encoding="utf-8")
-    env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_ADDOPTS": "", **(env or {})}
+    # pytest-memray in the pytest running this suite sets MEMRAY_RESULT_PATH for its
+    # xdist workers: a child would take it for its own and report differently.
+    env = {
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTEST_ADDOPTS": "",
+        "MEMRAY_RESULT_PATH": "",
+        **(env or {}),
+    }
     no_cache = () if cache else ("-p", "no:cacheprovider")
-    return python("-m", "pytest", *no_cache, "test_generated.py", *args, cwd=tmp_path, env=env)
+    no_memray = () if memray else ("-p", "no:memray")
+    return python(
+        "-m", "pytest", *no_cache, *no_memray, "test_generated.py", *args, cwd=tmp_path, env=env
+    )
 
 
 def outcome(result: subprocess.CompletedProcess[str], test: str) -> str:
@@ -443,3 +456,54 @@ def test_limits_are_exact_for_the_body(tmp_path: Path) -> None:
         (str(source), "keep"),
         (str(source), "test_peak_at_limit"),
     ], site
+
+
+BESIDE_MEMRAY = """
+import pytest
+
+@pytest.mark.limit_memory("1 MB")
+def test_over():
+    data = bytearray(3 * 2**20)  # @over
+
+@pytest.mark.limit_memory("10 MB")
+def test_under():
+    data = bytearray(3 * 2**20)
+"""
+
+
+def _memray_report(result: subprocess.CompletedProcess[str]) -> str:
+    out = result.stdout
+    return out[out.index("MEMRAY REPORT") : out.index("short test summary")]
+
+
+def test_beside_pytest_memray(tmp_path: Path) -> None:
+    """Both plugins register limit_memory and limit_leaks. Installed beside pytest-memray,
+    memtape leaves them to memray unless --memtape is given (and then says so once), and
+    memray's results are those it gives without memtape installed; blocking memray leaves
+    memtape the only provider (issue 34, item 2: memtape took the markers over)."""
+    import pytest_memray  # installed by scripts/venv.sh: this test is about living beside it
+
+    assert pytest_memray.__file__ is not None
+    memray = pytest_run(tmp_path, BESIDE_MEMRAY, "--memray", "-v", memray=True)
+    alone = pytest_run(tmp_path, BESIDE_MEMRAY, "--memray", "-v", "-p", "no:memtape", memray=True)
+    out = memray.stdout
+    assert "::test_over MEMORY PROBLEMS" in out, describe(memray)  # memray's own verdict
+    assert outcome(memray, "test_under") == "PASSED"
+    assert "memray-max-memory" in out and "Test was limited to 1.0MiB but allocated 3.0MiB" in out
+    assert "its peak was" not in out and "memtape" not in out.split(" collected ")[1], out
+    assert _memray_report(memray) == _memray_report(alone), describe(alone)
+
+    both = pytest_run(tmp_path, BESIDE_MEMRAY, "--memtape", "-v", memray=True)
+    assert outcome(both, "test_over") == "FAILED", describe(both)
+    assert outcome(both, "test_under") == "PASSED"
+    said = [line for line in both.stdout.splitlines() if "memtape enforces" in line]
+    assert len(said) == 1 and "pytest-memray" in said[0], both.stdout
+    failures = both.stdout[both.stdout.index("= FAILURES =") : both.stdout.index("memtape report")]
+    assert "Test was limited to 1.0 MiB but its peak was 3.0 MiB" in failures, failures
+    memray_files = os.path.dirname(pytest_memray.__file__)
+    assert "test_over at " in failures and memray_files not in failures, failures
+
+    only = pytest_run(tmp_path, BESIDE_MEMRAY, "-v", "-p", "no:memray", memray=True)
+    assert outcome(only, "test_over") == "FAILED", describe(only)
+    assert "Test was limited to 1.0 MiB but its peak was 3.0 MiB" in only.stdout
+    assert "memtape enforces" not in only.stdout

@@ -4,7 +4,8 @@ Each measured test's call is recorded into a capture of its own, with memtape's 
 the test function's own call only (``test_call``), not pytest's, pluggy's or memtape's work
 around it, nor the fixtures' setup (as in pytest-memray). ``--memtape`` reports the tests
 with the highest peak; the ``limit_memory`` and ``limit_leaks`` markers, and a default
-limit for every test, fail the tests that go over, naming the sites responsible.
+limit for every test, fail the tests that go over, naming the sites responsible. With
+pytest-memray installed too, the two markers are memray's unless ``--memtape`` is given.
 """
 
 from __future__ import annotations
@@ -123,7 +124,10 @@ class MemtapePlugin:
             except ValueError as exc:
                 raise pytest.UsageError(f"--memtape-increase-tolerance: {exc}") from None
             self.baseline = PeakBaseline(config.cache, tolerance)
-        self.markers = True
+        # pytest-memray registers the same two markers: installed beside memtape, it keeps
+        # them unless --memtape asks memtape to enforce them (-p no:memray: memtape's alone).
+        self.memray = config.pluginmanager.hasplugin("memray")
+        self.markers = self.report or not self.memray
         self.tests: dict[str, BodyMemory] = {}
         self.reported: list[TestMemory] = []
         self.broken: str | None = None
@@ -155,6 +159,15 @@ class MemtapePlugin:
             self.broken = str(exc)
             warnings.warn(f"memtape cannot record the tests: {exc}", stacklevel=1)
             return None
+
+    def pytest_report_header(self, config: pytest.Config) -> str | None:
+        if self.memray and self.markers:
+            return (
+                "memtape: --memtape: memtape enforces limit_memory and limit_leaks; pytest-memray "
+                "(installed too) enforces them as well and each sees a little of the other's "
+                "work (-p no:memray leaves them to memtape alone)"
+            )
+        return None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:

@@ -3,8 +3,10 @@
 While a test is measured its thread does memtape's own work (unrecorded), and only the
 call of the test function runs as the program (``_native._call_as_program``): pytest's,
 pluggy's and memtape's work before and after the call, and that of other plugins' hook
-wrappers, stays out of the numbers. The fixtures' setup is pytest's work too here, as in
-pytest-memray: the test is charged for what its own body does.
+wrappers, stays out of the numbers. So does pytest's work that the test's call sets off:
+the hooks called meanwhile (a subtest's report, a warning recorded) and unittest's calls
+of its result object (pytest's test item). The fixtures' setup is pytest's work too here,
+as in pytest-memray: the test is charged for what its own body does.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import inspect
 import keyword
 import os
 import sys
+import threading
 import unittest
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -91,15 +94,66 @@ def _recorded(function: Callable[..., Any], program_mode: int) -> Callable[..., 
     return call
 
 
+# What unittest calls on its result object, which pytest's item for a TestCase is.
+_UNITTEST_RESULT = (
+    "startTest",
+    "stopTest",
+    "addSubTest",
+    "addSuccess",
+    "addError",
+    "addFailure",
+    "addSkip",
+    "addExpectedFailure",
+    "addUnexpectedSuccess",
+    "addDuration",
+)
+
+
+def _as_own_work(function: Callable[..., Any]) -> Callable[..., Any]:
+    def own_work(*args: Any, **kwargs: Any) -> Any:
+        token = _native._own_work_begin()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _native._work_end(token)
+
+    return own_work
+
+
+class _HooksAsOwnWork:
+    """Every pytest hook called meanwhile, from any thread, runs as memtape's own work."""
+
+    def __init__(self) -> None:
+        self.tokens = threading.local()
+
+    def before(self, *_: object) -> None:
+        token = _native._own_work_begin()
+        stack = getattr(self.tokens, "stack", None)
+        if stack is None:
+            stack = self.tokens.stack = []
+        stack.append(token)
+
+    def after(self, *_: object) -> None:
+        _native._work_end(self.tokens.stack.pop())
+
+
 @contextmanager
 def test_call_recorded(item: pytest.Item) -> Iterator[None]:
     """For the duration of the call phase, the calling thread's work is memtape's own
     except the call of the item's test function (``item.obj``, which pytest and unittest
     call), or of ``item.runtest`` for items with no test function (doctests, other
-    plugins' items)."""
+    plugins' items); hooks and unittest's result calls stay memtape's own even then."""
     own = _native._own_work_begin()
+    hooks = _HooksAsOwnWork()
+    undo_hooks = item.config.pluginmanager.add_hookcall_monitoring(hooks.before, hooks.after)
+    replaced: list[str] = []
     try:
         if isinstance(item, pytest.Function):
+            for name in _UNITTEST_RESULT if hasattr(item, "addSubTest") else ():
+                method = getattr(item, name, None)
+                if callable(method):
+                    setattr(item, name, _as_own_work(method))
+                    replaced.append(name)
             original = item.obj
             item.obj = _recorded(original, own)
             try:
@@ -109,11 +163,12 @@ def test_call_recorded(item: pytest.Item) -> Iterator[None]:
         else:
             runtest = item.runtest
             setattr(item, "runtest", lambda: _native._call_as_program(runtest))  # noqa: B010
-            try:
-                yield
-            finally:
-                delattr(item, "runtest")
+            replaced.append("runtest")
+            yield
     finally:
+        for name in replaced:
+            delattr(item, name)
+        undo_hooks()
         _native._work_end(own)
 
 

@@ -481,8 +481,12 @@ def test_beside_pytest_memray(tmp_path: Path) -> None:
     memtape leaves them to memray unless --memtape is given (and then says so once), and
     memray's results are those it gives without memtape installed; blocking memray leaves
     memtape the only provider (issue 34, item 2: memtape took the markers over)."""
-    import pytest_memray  # installed by scripts/venv.sh: this test is about living beside it
-
+    try:
+        import pytest_memray
+    except ImportError as exc:  # this test is about living beside it: it needs it
+        raise AssertionError(
+            "pytest-memray is not installed (scripts/venv.sh installs it)"
+        ) from exc
     assert pytest_memray.__file__ is not None
     memray = pytest_run(tmp_path, BESIDE_MEMRAY, "--memray", "-v", memray=True)
     alone = pytest_run(tmp_path, BESIDE_MEMRAY, "--memray", "-v", "-p", "no:memtape", memray=True)

@@ -4,8 +4,8 @@ While a test is measured its thread does memtape's own work (unrecorded), and on
 call of the test function runs as the program (``_native._call_as_program``): pytest's,
 pluggy's and memtape's work before and after the call, and that of other plugins' hook
 wrappers, stays out of the numbers. So does pytest's work that the test's call sets off:
-the hooks called meanwhile (a subtest's report, a warning recorded) and unittest's calls
-of its result object (pytest's test item). The fixtures' setup is pytest's work too here,
+the hooks called meanwhile (a subtest's report) and unittest's calls of its result object
+(pytest's test item). The fixtures' setup is pytest's work too here,
 as in pytest-memray: the test is charged for what its own body does.
 """
 
@@ -30,7 +30,7 @@ from memtape import _native
 
 _OWN_FILE = os.path.abspath(__file__)
 
-# name tuples (positional count, keyword names) -> a trampoline, compiled once each
+# (positional count, keyword names) -> its trampoline, compiled once
 _trampolines: dict[tuple[int, tuple[str, ...]], Callable[..., Any]] = {}
 
 

@@ -543,3 +543,23 @@ def test_pytest_work_set_off_by_the_test_is_not_the_tests(tmp_path: Path) -> Non
     assert outcome(result, "test_garbage_is_no_leak") == "PASSED", describe(result)
     line = next(x for x in result.stdout.splitlines() if "test_many_subtests: peak" in x)
     assert " KiB," in line or " B," in line, line
+
+
+MANY_EMPTY = """
+import pytest
+
+@pytest.mark.limit_memory(0)
+@pytest.mark.limit_leaks(0)
+@pytest.mark.parametrize("n", range(60))
+def test_empty(n):
+    pass
+"""
+
+
+def test_an_empty_test_measures_nothing_under_xdist(tmp_path: Path) -> None:
+    """A pytest-xdist worker's receiver thread reads the controller's messages while the
+    tests run: pytest-xdist's work, none of it any test's (it failed some of these
+    limits, a few hundred bytes at a time)."""
+    result = pytest_run(tmp_path, MANY_EMPTY, "-n", "2", "-q")
+    assert result.returncode == 0, describe(result)
+    assert "60 passed" in result.stdout, describe(result)

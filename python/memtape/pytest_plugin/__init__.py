@@ -36,6 +36,7 @@ from memtape.pytest_plugin.regression import DEFAULT_TOLERANCE, PeakBaseline, To
 from memtape.pytest_plugin.report import TestMemory, payload, write_report
 from memtape.pytest_plugin.sizes import parse_size
 from memtape.pytest_plugin.test_call import runner_files, test_call_recorded
+from memtape.pytest_plugin.xdist_worker import keep_receiver_unrecorded
 
 __all__ = ["pytest_addoption", "pytest_configure"]
 
@@ -97,6 +98,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     config.pluginmanager.register(MemtapePlugin(config), "memtape-plugin")
+    if getattr(config, "workerinput", None) is not None:  # a pytest-xdist worker
+        keep_receiver_unrecorded()
 
 
 class MemtapePlugin:

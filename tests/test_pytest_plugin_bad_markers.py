@@ -100,10 +100,17 @@ EXPECTED = {
 def pytest_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "test_marked.py").write_text(textwrap.dedent(TESTS), encoding="utf-8")
     # Wide: the short summary keeps each failure's whole first line.
-    env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_ADDOPTS": "", "COLUMNS": "1000"}
+    # pytest-memray (installed beside memtape by scripts/venv.sh) would own the markers:
+    # these are memtape's. MEMRAY_RESULT_PATH is what the suite's own pytest-memray sets.
+    env = {
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTEST_ADDOPTS": "",
+        "COLUMNS": "1000",
+        "MEMRAY_RESULT_PATH": "",
+    }
     return python(
-        "-m", "pytest", "-p", "no:cacheprovider", "-rf", "test_marked.py", *args,
-        cwd=tmp_path, env=env,
+        "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:memray", "-rf", "test_marked.py",
+        *args, cwd=tmp_path, env=env,
     )  # fmt: skip
 
 

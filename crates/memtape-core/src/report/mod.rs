@@ -30,6 +30,7 @@ mod private_allocator;
 mod record;
 mod replay;
 mod rss_account;
+mod rss_reading;
 mod run_info;
 mod series;
 mod sites;
@@ -59,7 +60,8 @@ pub use native_symbols::{symbolize_module, NativeModule, NativeSymbol};
 pub use private_allocator::{private_allocator, PrivateAllocator};
 pub use record::Record;
 pub use replay::{MarkerAt, Moment, Peak, Replay, ReplayOptions, ReplayResult, Totals};
-pub use rss_account::{RssAccount, RssReading, NOT_SEEN_NOISE};
+pub use rss_account::{RssAccount, NOT_SEEN_NOISE};
+pub use rss_reading::RssReading;
 pub use run_info::RunInfo;
 pub use series::{SeriesPoint, DEFAULT_MAX_POINTS};
 pub use sites::{

@@ -17,23 +17,9 @@
 //! the end's, and the anonymous and shared memory at the peak is the peak's growth less
 //! the file-backed memory added by the end.
 
+use super::rss_reading::RssReading;
 use super::run_info::RunInfo;
 use super::units::{human_size, human_size_diff};
-
-/// One reading of the process' memory, in bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RssReading {
-    /// Resident set size (`VmRSS`).
-    pub rss: u64,
-    /// Its peak so far, over the process' life (`VmHWM`).
-    pub hwm: u64,
-    /// Anonymous (heap, stacks, anonymous mappings: `RssAnon`).
-    pub anon: u64,
-    /// File-backed (code, mapped files: `RssFile`).
-    pub file: u64,
-    /// Shared memory (`RssShmem`).
-    pub shmem: u64,
-}
 
 /// Anonymous memory not seen below this much is noise (allocator slack, page rounding,
 /// the interpreter's own bookkeeping), not worth a warning.

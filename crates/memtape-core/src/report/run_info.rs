@@ -1,7 +1,7 @@
 //! What a report says about the run itself (from the capture's header and trailer).
 
 use super::private_allocator::PrivateAllocator;
-use super::rss_account::RssReading;
+use super::rss_reading::RssReading;
 
 /// The recorded run. Every field is optional: a report shows what it is given.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

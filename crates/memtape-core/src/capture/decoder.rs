@@ -44,6 +44,9 @@ pub trait RecordVisitor<'a> {
     /// Every record of a block has been handed over (a place for work done now and then,
     /// such as drawing a progress bar).
     fn block_end(&mut self) {}
+    /// The reader skipped a damaged part of the file: what follows comes after a gap
+    /// (frees of blocks allocated in it, stacks defined in it).
+    fn damage(&mut self) {}
 
     /// A run of allocations and frees, in order: the same as [`alloc`](Self::alloc) or
     /// [`free`](Self::free) for each (the default). The two-thread reader hands them over
@@ -131,19 +134,21 @@ pub(crate) fn decode_block<'a, F>(
 where
     F: FnMut(Record<'a>),
 {
-    decode_block_into(raw, &mut DeltaState::default(), &mut EachRecord(f))
+    let (counts, decoded) = decode_block_into(raw, &mut DeltaState::default(), &mut EachRecord(f));
+    decoded.map(|()| counts)
 }
 
 /// Decodes every record of one raw block, in order, handing each to `visitor`, then
 /// calls its [`RecordVisitor::block_end`]. `delta` is reset first.
 ///
-/// On failure, returns the offset of the bad record inside `raw` and what is wrong; the
-/// records before it have been handed out.
+/// Returns what was handed out, and on failure the offset of the bad record inside `raw`
+/// and what is wrong (the records before it have been handed out; `block_end` is not
+/// called).
 pub(crate) fn decode_block_into<'a, V: RecordVisitor<'a>>(
     raw: &'a [u8],
     delta: &mut DeltaState,
     visitor: &mut V,
-) -> Result<BlockCounts, (usize, RecordError)> {
+) -> (BlockCounts, Result<(), (usize, RecordError)>) {
     delta.reset();
     let mut cursor = ByteCursor::new(raw);
     let mut counts = BlockCounts::default();
@@ -154,11 +159,11 @@ pub(crate) fn decode_block_into<'a, V: RecordVisitor<'a>>(
                 counts.records += 1;
                 counts.events += u64::from(is_event);
             }
-            Err(error) => return Err((start, error)),
+            Err(error) => return (counts, Err((start, error))),
         }
     }
     visitor.block_end();
-    Ok(counts)
+    (counts, Ok(()))
 }
 
 /// The address `back` entries before the end of `seen` (0: the last one).

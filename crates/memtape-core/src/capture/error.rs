@@ -2,10 +2,11 @@
 
 use std::io;
 
+use super::foreign::ForeignFile;
 use super::format::FORMAT_VERSION;
 
 /// Why a capture file could not be read. Every message names the byte offset (in the
-/// file, and for records also inside the decompressed block) of the problem; the caller
+/// file, and for a record also inside the decompressed block) of the problem; the caller
 /// adds the file name.
 ///
 /// A file that is merely cut short is not an error: see
@@ -27,6 +28,9 @@ pub enum CaptureError {
     /// The input does not start with the capture magic.
     #[error("not a memtape capture (no MEMTAPE magic at offset 0)")]
     NotCapture,
+    /// The input is a file of another kind, often taken for a capture.
+    #[error("not a memtape capture: {}", .0.describe("FILE"))]
+    Foreign(ForeignFile),
     /// A capture of a format version this reader does not know.
     #[error(
         "unsupported capture format version {version} at offset 8 (this memtape reads {} to {}): \
@@ -54,23 +58,12 @@ pub enum CaptureError {
         /// What is wrong.
         reason: String,
     },
-    /// A block is damaged.
+    /// A block is damaged and no records block after it could be read (damage with
+    /// blocks to read around it is not an error: see [`ReadSummary`](super::ReadSummary)).
     #[error("corrupt block at offset {offset}: {reason}")]
     CorruptBlock {
         /// Where the block starts in the file.
         offset: u64,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A record inside a block (which passed its checksum) cannot be decoded.
-    #[error(
-        "corrupt record at offset {record_offset} of the block at offset {block_offset}: {reason}"
-    )]
-    CorruptRecord {
-        /// Where the block starts in the file.
-        block_offset: u64,
-        /// Where the record starts inside the decompressed block.
-        record_offset: u64,
         /// What is wrong.
         reason: String,
     },
@@ -80,13 +73,12 @@ impl CaptureError {
     /// The byte offset in the file where the problem is (for a record: its block's).
     pub fn offset(&self) -> u64 {
         match *self {
-            CaptureError::Empty | CaptureError::NotCapture => 0,
+            CaptureError::Empty | CaptureError::NotCapture | CaptureError::Foreign(_) => 0,
             CaptureError::UnsupportedVersion { .. } => 8,
             CaptureError::Io { offset, .. }
             | CaptureError::TruncatedHeader { offset, .. }
             | CaptureError::CorruptHeader { offset, .. }
             | CaptureError::CorruptBlock { offset, .. } => offset,
-            CaptureError::CorruptRecord { block_offset, .. } => block_offset,
         }
     }
 }

@@ -15,19 +15,25 @@
 //!   readable up to its last flushed block.
 //! - [`CaptureReader`] validates the header and streams every record of every complete
 //!   block. Truncation (a file cut short) ends the read and is reported in
-//!   [`ReadSummary`]; corruption is a [`CaptureError`] naming the byte offset.
+//!   [`ReadSummary`]; a damaged block is skipped, the read goes on at the next block that
+//!   checks out, and the summary lists each [`Damage`] with its byte offset; a damaged
+//!   header, or damage that leaves no block to read, is a [`CaptureError`] naming the
+//!   byte offset.
 //!
 //! Every length read from a file is checked against the limits below before anything is
 //! allocated for it, and no input makes the reader panic.
 
 mod block_buffer;
+mod damage;
 mod decoder;
 mod encoder;
 mod error;
 mod follow;
+mod foreign;
 mod format;
 mod journal;
 mod journal_writer;
+mod lookahead;
 mod pipeline;
 mod rare_records;
 mod reader;
@@ -40,10 +46,12 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+pub use damage::Damage;
 pub use decoder::{EachRecord, HeapEvent, RecordVisitor};
 pub use encoder::BlockEncoder;
 pub use error::CaptureError;
 pub use follow::Following;
+pub use foreign::ForeignFile;
 pub use format::{
     BLOCK_MAGIC, FILE_MAGIC, FORMAT_VERSION, MAX_METADATA_LEN, MAX_PAYLOAD_LEN, MAX_RAW_LEN,
     OLDEST_FORMAT_VERSION,

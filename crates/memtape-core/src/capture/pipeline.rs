@@ -27,6 +27,7 @@ enum Break {
     /// `Chunk::others[i]`.
     Other(u32),
     BlockEnd,
+    Damage,
 }
 
 /// A record that is not an allocation or a free, its borrowed parts copied into the
@@ -182,6 +183,7 @@ impl Chunk {
             match what {
                 Break::Other(i) => visitor.record(self.record(&self.others[i as usize])),
                 Break::BlockEnd => visitor.block_end(),
+                Break::Damage => visitor.damage(),
             }
         }
         if from < self.events.len() {
@@ -255,6 +257,10 @@ impl<'a> RecordVisitor<'a> for ChunkSender {
 
     fn block_end(&mut self) {
         self.push_break(Break::BlockEnd);
+    }
+
+    fn damage(&mut self) {
+        self.push_break(Break::Damage);
     }
 }
 

@@ -2,13 +2,16 @@
 
 use std::io::{self, Read};
 
+use super::damage::{find_next_block, Damage, Found, START_BUDGET};
 use super::decoder::{decode_block_into, DeltaState, EachRecord, RecordVisitor};
 use super::error::CaptureError;
+use super::foreign::{ForeignFile, PREFIX_LEN};
 use super::format::{
     BLOCK_HEADER_LEN, BLOCK_MAGIC, COMPRESSION_NONE, COMPRESSION_ZSTD, FILE_HEADER_FIXED_LEN,
     FILE_MAGIC, FORMAT_VERSION, KIND_RECORDS, KIND_TRAILER, MAX_METADATA_LEN, MAX_PAYLOAD_LEN,
     MAX_RAW_LEN, OLDEST_FORMAT_VERSION,
 };
+use super::lookahead::Lookahead;
 use super::record::Record;
 
 /// What [`CaptureReader::for_each_record`] read.
@@ -23,21 +26,26 @@ pub struct ReadSummary {
     /// Whether the trailer was seen: the recording ended cleanly.
     pub complete: bool,
     /// Where the file was cut short (the offset of the first incomplete or missing block)
-    /// when it has no trailer.
+    /// when it has no trailer (`None` also when the file ends in a damaged part).
     pub cut_short_at: Option<u64>,
     /// The trailer's JSON, when there is one.
     pub trailer_json: Option<String>,
+    /// The damaged parts skipped, in file order (empty for an undamaged file).
+    pub damage: Vec<Damage>,
 }
 
 /// Reads a capture file from any [`Read`] (wrap a `File` in a `BufReader` or not: blocks
 /// are read in large pieces either way).
 pub struct CaptureReader<R: Read> {
-    input: R,
+    input: Lookahead<R>,
     /// Bytes consumed from `input`.
     offset: u64,
     version: u16,
     flags: u16,
     metadata: String,
+    /// The current block's header, as read (`header_got` bytes of it).
+    header: [u8; BLOCK_HEADER_LEN],
+    header_got: usize,
     /// The current block's payload, reused.
     payload: Vec<u8>,
     /// The current block decompressed, reused; records borrow from it.
@@ -47,6 +55,18 @@ pub struct CaptureReader<R: Read> {
     delta: DeltaState,
     /// How the file ended, once known.
     end: Option<ReadSummary>,
+    /// Checksum bytes the search for a good block after damage may still spend.
+    search_budget: u64,
+}
+
+/// What [`CaptureReader::next_block`] found.
+enum NextBlock {
+    /// A block that checks out; its payload is in `payload`.
+    Block(BlockHeader),
+    /// The file ends before the block is complete (or where a block would start).
+    CutShort,
+    /// The block is damaged: why.
+    Damaged(String),
 }
 
 impl<R: Read> CaptureReader<R> {
@@ -59,7 +79,14 @@ impl<R: Read> CaptureReader<R> {
         }
         let magic_len = got.min(FILE_MAGIC.len());
         if fixed[..magic_len] != FILE_MAGIC[..magic_len] {
-            return Err(CaptureError::NotCapture);
+            // Say what the file is, when it is a kind often taken for a capture.
+            let mut prefix = fixed[..got].to_vec();
+            read_up_to(&mut input, (PREFIX_LEN - got) as u64, &mut prefix)
+                .map_err(|source| io_error(got as u64, source))?;
+            return Err(match ForeignFile::recognize(&prefix) {
+                Some(kind) => CaptureError::Foreign(kind),
+                None => CaptureError::NotCapture,
+            });
         }
         if got < FILE_HEADER_FIXED_LEN {
             return Err(CaptureError::TruncatedHeader {
@@ -114,16 +141,19 @@ impl<R: Read> CaptureReader<R> {
             })?;
 
         Ok(Self {
-            input,
+            input: Lookahead::new(input),
             offset: crc_at + crc.len() as u64,
             version,
             flags,
             metadata,
+            header: [0; BLOCK_HEADER_LEN],
+            header_got: 0,
             payload: Vec::new(),
             raw: Vec::new(),
             decompressor: None,
             delta: DeltaState::default(),
             end: None,
+            search_budget: START_BUDGET,
         })
     }
 
@@ -146,12 +176,15 @@ impl<R: Read> CaptureReader<R> {
     ///
     /// Truncation (EOF in the middle of a block, or no trailer) is not an error: it ends
     /// the read and is reported in the summary (`complete == false`,
-    /// `cut_short_at == Some(offset)`). Only whole blocks reach `f`. Corruption (bad block
-    /// magic, checksum mismatch, undecodable record, lengths over the limits,
-    /// decompression failure, data after the trailer) is an error naming the offset; the
-    /// blocks before the damaged one have been streamed by then. (A block whose checksum
-    /// matches but holds an undecodable record, which only a faulty writer makes, has had
-    /// the records before the bad one streamed too.)
+    /// `cut_short_at == Some(offset)`). Only whole blocks reach `f`. Damage is not an
+    /// error either while something can be read: a damaged block (bad block magic or
+    /// header, checksum mismatch, lengths over the limits, decompression failure, an
+    /// undecodable record, data after the trailer) is skipped, the read goes on at the
+    /// next block that checks out (see [`super::damage`]), and each skipped part is
+    /// listed in [`ReadSummary::damage`] with its offset, length and reason. (A block
+    /// whose checksum matches but holds an undecodable record, which only a faulty writer
+    /// makes, has had the records before the bad one streamed.) The error is a damaged
+    /// file with no records block read whole, naming the first damaged block.
     ///
     /// A second call streams nothing and returns the same ending.
     pub fn for_each_record(
@@ -162,8 +195,9 @@ impl<R: Read> CaptureReader<R> {
     }
 
     /// [`for_each_record`](Self::for_each_record) into a [`RecordVisitor`]: allocations
-    /// and frees come field by field, without a [`Record`] built for them, and
-    /// [`RecordVisitor::block_end`] is called after each block.
+    /// and frees come field by field, without a [`Record`] built for them,
+    /// [`RecordVisitor::block_end`] is called after each block and
+    /// [`RecordVisitor::damage`] after each damaged part skipped.
     pub fn visit_records<V>(&mut self, visitor: &mut V) -> Result<ReadSummary, CaptureError>
     where
         V: for<'r> RecordVisitor<'r>,
@@ -173,82 +207,196 @@ impl<R: Read> CaptureReader<R> {
                 complete: end.complete,
                 cut_short_at: end.cut_short_at,
                 trailer_json: end.trailer_json.clone(),
+                damage: end.damage.clone(),
                 ..ReadSummary::default()
             });
         }
         let mut summary = ReadSummary::default();
         loop {
             let block_offset = self.offset;
-            let Some(block) = self.next_block()? else {
-                summary.cut_short_at = Some(block_offset);
-                return Ok(self.ended(summary));
+            let block = match self.next_block()? {
+                NextBlock::Block(block) => block,
+                NextBlock::CutShort => {
+                    // A damaged length can make a block run past the end: a good block
+                    // among the bytes read says so. Otherwise the file was cut short.
+                    if self.header_got == BLOCK_HEADER_LEN {
+                        let reason = format!(
+                            "its length ({} bytes) runs past the end of the file",
+                            self.payload_len_read()
+                        );
+                        if self.skip_damaged(block_offset, reason, &mut summary, visitor)? {
+                            continue;
+                        }
+                        summary.damage.pop();
+                    }
+                    summary.cut_short_at = Some(block_offset);
+                    return self.ended(summary);
+                }
+                NextBlock::Damaged(reason) => {
+                    if self.skip_damaged(block_offset, reason, &mut summary, visitor)? {
+                        continue;
+                    }
+                    return self.ended(summary);
+                }
             };
             let raw: &[u8] = match block.compression {
                 COMPRESSION_ZSTD => {
-                    decompress(
+                    if let Err(reason) = decompress(
                         &mut self.decompressor,
                         &self.payload,
                         &mut self.raw,
                         block.raw_len,
-                    )
-                    .map_err(|reason| corrupt_block(block_offset, reason))?;
+                    ) {
+                        self.skip_block(block_offset, reason, 0, &mut summary, visitor);
+                        continue;
+                    }
                     &self.raw
                 }
                 _ => &self.payload,
             };
             if block.kind == KIND_TRAILER {
-                let trailer = std::str::from_utf8(raw)
-                    .map_err(|_| corrupt_block(block_offset, "the trailer is not UTF-8".into()))?
-                    .to_owned();
-                self.expect_eof()?;
+                let Ok(trailer) = std::str::from_utf8(raw) else {
+                    let reason = "the trailer is not UTF-8".to_owned();
+                    self.skip_block(block_offset, reason, 0, &mut summary, visitor);
+                    continue;
+                };
                 summary.complete = true;
-                summary.trailer_json = Some(trailer);
-                return Ok(self.ended(summary));
+                summary.trailer_json = Some(trailer.to_owned());
+                self.skip_after_trailer(&mut summary)?;
+                return self.ended(summary);
             }
-            let counts = decode_block_into(raw, &mut self.delta, visitor).map_err(
-                |(record_offset, error)| CaptureError::CorruptRecord {
-                    block_offset,
-                    record_offset: record_offset as u64,
-                    reason: error.to_string(),
-                },
-            )?;
-            summary.blocks += 1;
+            let (counts, decoded) = decode_block_into(raw, &mut self.delta, visitor);
             summary.records += counts.records;
             summary.events += counts.events;
+            match decoded {
+                Ok(()) => summary.blocks += 1,
+                Err((record_offset, error)) => {
+                    let reason =
+                        format!("corrupt record at offset {record_offset} of the block: {error}");
+                    self.skip_block(block_offset, reason, counts.records, &mut summary, visitor);
+                }
+            }
         }
     }
 
-    /// Remembers how the file ended and hands the summary back.
-    fn ended(&mut self, summary: ReadSummary) -> ReadSummary {
+    /// The payload length of the current block's header (0 when the header is short).
+    fn payload_len_read(&self) -> u32 {
+        let h = &self.header;
+        u32::from_le_bytes([h[8], h[9], h[10], h[11]])
+    }
+
+    /// Skips the damaged block at `block_offset` (the bytes up to `self.offset` read):
+    /// looks for the next block that checks out, from the byte after the block's start.
+    /// True when one was found (the input reads from it); false at the end of the file.
+    fn skip_damaged<V>(
+        &mut self,
+        block_offset: u64,
+        reason: String,
+        summary: &mut ReadSummary,
+        visitor: &mut V,
+    ) -> Result<bool, CaptureError>
+    where
+        V: for<'r> RecordVisitor<'r>,
+    {
+        let mut window = Vec::with_capacity(self.header_got + self.payload.len());
+        window.extend_from_slice(&self.header[..self.header_got]);
+        window.extend_from_slice(&self.payload);
+        if !window.is_empty() {
+            window.remove(0);
+        }
+        let found = find_next_block(
+            &mut self.input,
+            window,
+            block_offset + 1,
+            &mut self.search_budget,
+        )
+        .map_err(|source| io_error(block_offset, source))?;
+        let (resumed_at, stopped_at, reason) = match found {
+            Found::Block(at) => (Some(at), at, reason),
+            Found::End(at) => (None, at, reason),
+            Found::GaveUp(at) => (
+                None,
+                at,
+                format!("{reason}; the search for a good block after it gave up at offset {at}"),
+            ),
+        };
+        summary.damage.push(Damage {
+            offset: block_offset,
+            resumed_at,
+            skipped_bytes: stopped_at.saturating_sub(block_offset),
+            records_read: 0,
+            reason,
+        });
+        self.offset = stopped_at;
+        if resumed_at.is_some() {
+            visitor.damage();
+        }
+        Ok(resumed_at.is_some())
+    }
+
+    /// Skips a block that passed its checksum but cannot be used (`records_read` of its
+    /// records streamed): its length is sound, so the next block starts where it ends.
+    fn skip_block<V>(
+        &mut self,
+        block_offset: u64,
+        reason: String,
+        records_read: u64,
+        summary: &mut ReadSummary,
+        visitor: &mut V,
+    ) where
+        V: for<'r> RecordVisitor<'r>,
+    {
+        summary.damage.push(Damage {
+            offset: block_offset,
+            resumed_at: Some(self.offset),
+            skipped_bytes: self.offset - block_offset,
+            records_read,
+            reason,
+        });
+        visitor.damage();
+    }
+
+    /// Remembers how the file ended and hands the summary back; a damaged file of which
+    /// no records block could be read whole is an error.
+    fn ended(&mut self, summary: ReadSummary) -> Result<ReadSummary, CaptureError> {
+        if summary.blocks == 0 {
+            if let Some(first) = summary.damage.first() {
+                return Err(corrupt_block(
+                    first.offset,
+                    format!("{}; no records block after it checks out", first.reason),
+                ));
+            }
+        }
         self.end = Some(ReadSummary {
             complete: summary.complete,
             cut_short_at: summary.cut_short_at,
             trailer_json: summary.trailer_json.clone(),
+            damage: summary.damage.clone(),
             ..ReadSummary::default()
         });
-        summary
+        Ok(summary)
     }
 
     /// Reads the next block header and its payload (into `self.payload`), checking the
-    /// limits before reading and the checksum after. `None`: the file ends before the
-    /// block is complete.
-    fn next_block(&mut self) -> Result<Option<BlockHeader>, CaptureError> {
+    /// limits before reading and the checksum after.
+    fn next_block(&mut self) -> Result<NextBlock, CaptureError> {
         let block_offset = self.offset;
-        let mut header = [0u8; BLOCK_HEADER_LEN];
-        let got = read_full(&mut self.input, &mut header)
+        self.payload.clear();
+        let got = read_full(&mut self.input, &mut self.header)
             .map_err(|source| io_error(block_offset, source))?;
+        self.header_got = got;
         self.offset += got as u64;
         let magic_len = got.min(BLOCK_MAGIC.len());
-        if header[..magic_len] != BLOCK_MAGIC[..magic_len] {
-            return Err(corrupt_block(block_offset, "no MTBK block magic".into()));
+        if self.header[..magic_len] != BLOCK_MAGIC[..magic_len] {
+            return Ok(NextBlock::Damaged("no MTBK block magic".into()));
         }
         if got < BLOCK_HEADER_LEN {
-            return Ok(None);
+            return Ok(NextBlock::CutShort);
         }
-        let block =
-            BlockHeader::parse(&header).map_err(|reason| corrupt_block(block_offset, reason))?;
-
-        self.payload.clear();
+        let block = match BlockHeader::parse(&self.header) {
+            Ok(block) => block,
+            Err(reason) => return Ok(NextBlock::Damaged(reason)),
+        };
         let got = read_up_to(
             &mut self.input,
             u64::from(block.payload_len),
@@ -257,41 +405,44 @@ impl<R: Read> CaptureReader<R> {
         .map_err(|source| io_error(self.offset, source))?;
         self.offset += got;
         if got < u64::from(block.payload_len) {
-            return Ok(None);
+            return Ok(NextBlock::CutShort);
         }
         if crc32fast::hash(&self.payload) != block.crc {
-            return Err(corrupt_block(block_offset, "checksum mismatch".into()));
+            return Ok(NextBlock::Damaged("checksum mismatch".into()));
         }
-        Ok(Some(block))
+        Ok(NextBlock::Block(block))
     }
 
-    /// After the trailer, the file must end.
-    fn expect_eof(&mut self) -> Result<(), CaptureError> {
-        let mut byte = [0u8; 1];
-        let got = read_full(&mut self.input, &mut byte)
-            .map_err(|source| io_error(self.offset, source))?;
-        if got == 0 {
-            Ok(())
-        } else {
-            Err(corrupt_block(
-                self.offset,
-                "unexpected data after the trailer block".into(),
-            ))
+    /// After the trailer, the file must end: bytes after it are skipped as damage.
+    fn skip_after_trailer(&mut self, summary: &mut ReadSummary) -> Result<(), CaptureError> {
+        let at = self.offset;
+        let extra =
+            io::copy(&mut self.input, &mut io::sink()).map_err(|source| io_error(at, source))?;
+        if extra > 0 {
+            summary.damage.push(Damage {
+                offset: at,
+                resumed_at: None,
+                skipped_bytes: extra,
+                records_read: 0,
+                reason: "unexpected data after the trailer block".into(),
+            });
+            self.offset += extra;
         }
+        Ok(())
     }
 }
 
 /// The fields of a block header, validated.
-struct BlockHeader {
+pub(super) struct BlockHeader {
     kind: u8,
     compression: u8,
-    payload_len: u32,
+    pub(super) payload_len: u32,
     raw_len: u32,
-    crc: u32,
+    pub(super) crc: u32,
 }
 
 impl BlockHeader {
-    fn parse(bytes: &[u8; BLOCK_HEADER_LEN]) -> Result<Self, String> {
+    pub(super) fn parse(bytes: &[u8; BLOCK_HEADER_LEN]) -> Result<Self, String> {
         let word = |at: usize| {
             u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
         };

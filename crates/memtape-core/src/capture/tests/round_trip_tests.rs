@@ -27,6 +27,7 @@ fn every_record_kind_round_trips() {
             complete: true,
             cut_short_at: None,
             trailer_json: Some(TRAILER.to_owned()),
+            damage: Vec::new(),
         }
     );
     // A second call streams nothing and says the same about the ending.

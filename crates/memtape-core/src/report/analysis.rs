@@ -79,6 +79,11 @@ impl RecordVisitor<'_> for Analysis {
     fn events(&mut self, events: &[HeapEvent]) {
         self.replay.events(events);
     }
+
+    fn damage(&mut self) {
+        self.replay.damage();
+        self.symbols.mark_damaged();
+    }
 }
 
 #[cfg(test)]
@@ -193,6 +198,93 @@ pub(crate) mod tests {
                 ("app.py", 12)
             );
             assert_eq!(sites[0].frames[0].function, "load");
+        }
+    }
+
+    #[test]
+    fn a_damaged_block_leaves_lost_stacks_named_and_frees_of_lost_blocks_counted() {
+        let alloc = |addr, stack| Record::Alloc {
+            domain: 0,
+            addr,
+            size: 100,
+            stack,
+        };
+        let free = |addr| Record::Free { domain: None, addr };
+        let first: &[Record<'_>] = &[
+            Record::Time { ns: 1 },
+            Record::String {
+                id: 1,
+                value: "app.py",
+            },
+            Record::String {
+                id: 2,
+                value: "main",
+            },
+            Record::Frame {
+                id: 1,
+                filename: 1,
+                name: 2,
+                line: 3,
+            },
+            Record::Stack {
+                id: 1,
+                parent: 0,
+                frame: 1,
+            },
+            alloc(0xa0, 1),
+            alloc(0xb0, 2),
+            free(0x10), // a block from before the capture began
+        ];
+        // Lost: stack 2's definition, an allocation and a free.
+        let lost: &[Record<'_>] = &[
+            Record::Time { ns: 2 },
+            Record::Stack {
+                id: 2,
+                parent: 1,
+                frame: 1,
+            },
+            alloc(0xc0, 2),
+            free(0xa0),
+        ];
+        let last: &[Record<'_>] = &[Record::Time { ns: 3 }, free(0xc0), alloc(0xd0, 2)];
+        let mut file = capture_file(&[first, lost, last], true);
+        // The second block's checksum fails.
+        let blocks: Vec<usize> = (0..file.len() - 4)
+            .filter(|&at| &file[at..at + 4] == b"MTBK")
+            .collect();
+        assert_eq!(blocks.len(), 4, "three records blocks and the trailer");
+        file[blocks[1] + 21] ^= 0xff;
+        for pipelined in [false, true] {
+            let mut reader = CaptureReader::new(&file[..]).unwrap();
+            let mut analysis = Analysis::new(ReplayOptions::default());
+            let summary = if pipelined {
+                reader.visit_records_pipelined(&mut analysis)
+            } else {
+                reader.visit_records(&mut analysis)
+            }
+            .unwrap();
+            assert_eq!(summary.damage.len(), 1, "{summary:?}");
+            let Analyzed { symbols, result } = analysis.finish();
+            // 0xa0's free was lost (it stays live), 0xc0's allocation was lost (its
+            // free is an unknown one, counted apart from the one before the damage).
+            assert_eq!(
+                (
+                    result.totals.unknown_frees,
+                    result.totals.unknown_frees_after_damage
+                ),
+                (2, 1)
+            );
+            assert_eq!((result.end_bytes, result.end_blocks), (300, 3));
+            let lost_stack: Vec<_> = symbols
+                .frames_of(2)
+                .iter()
+                .map(|f| (f.filename, f.function, f.line))
+                .collect();
+            assert_eq!(
+                lost_stack,
+                [("<lost in damaged block>", "<lost in damaged block>", 0)]
+            );
+            assert_eq!(symbols.frames_of(1)[0].function, "main");
         }
     }
 }

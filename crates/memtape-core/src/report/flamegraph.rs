@@ -14,7 +14,7 @@ use super::html::escape;
 use super::import_frames::import_mode_note;
 use super::json::JsonWriter;
 use super::live_by_stack::StackTotal;
-use super::symbols::{FrameKey, Symbols, UNRESOLVED};
+use super::symbols::{FrameKey, Symbols};
 use super::units::human_size;
 
 /// The frame shown for blocks allocated with no Python frame (stack 0).
@@ -55,8 +55,9 @@ fn frame_label(symbols: &Symbols, label: Label) -> String {
         Label::NoPython => NO_PYTHON_FRAME.to_owned(),
         Label::Frame(k) => {
             let f = symbols.resolve(k);
-            if f.function == UNRESOLVED && f.filename == UNRESOLVED {
-                UNRESOLVED.to_owned()
+            let unresolved = symbols.unresolved_name();
+            if f.function == unresolved && f.filename == unresolved {
+                unresolved.to_owned()
             } else {
                 format!("{} ({}:{})", f.function, f.filename, f.line)
             }

@@ -58,6 +58,7 @@ fn run(w: &mut JsonWriter, run: &RunInfo) {
         .opt_int("exit_code", run.exit_code)
         .key("cut_short")
         .bool(run.cut_short)
+        .opt_string("damage", run.damage.as_deref())
         .opt_uint("max_rss_bytes", run.max_rss_bytes)
         .opt_uint("native_unknown_frees", run.native_unknown_frees)
         .opt_uint("native_missed_reentrant", run.native_missed_reentrant);
@@ -281,7 +282,7 @@ mod tests {
             concat!(
                 r#"{"run":{"source":null,"argv":["a\"b.py"],"command":null,"python":null,"#,
                 r#""platform":null,"pid":42,"tool_version":null,"start_time_ns":null,"#,
-                r#""exit":null,"exit_code":null,"cut_short":false,"max_rss_bytes":null,"#,
+                r#""exit":null,"exit_code":null,"cut_short":false,"damage":null,"max_rss_bytes":null,"#,
                 r#""native_unknown_frees":null,"native_missed_reentrant":null},"#,
                 r#""duration_ns":0,"events":1,"#,
                 r#""totals":{"allocs":0,"frees":0,"bytes_allocated":0,"bytes_freed":0,"#,

@@ -15,6 +15,7 @@
 
 mod analysis;
 mod bucket_clock;
+mod damage_note;
 mod diff;
 mod flamegraph;
 mod html;
@@ -50,6 +51,7 @@ mod perf_tests;
 
 pub use analysis::{Analysis, Analyzed};
 pub use bucket_clock::MAX_BUCKETS;
+pub use damage_note::damage_note;
 pub use diff::{compare, SiteDiff};
 pub use flamegraph::{flamegraph_html, folded, FlameGraph, NO_PYTHON_FRAME};
 pub use html_report::{html_report, HtmlReportOptions};
@@ -67,7 +69,7 @@ pub use series::{SeriesPoint, DEFAULT_MAX_POINTS};
 pub use sites::{
     compare_frames, group_sites, group_sites_with_tracebacks, sort_sites, Frame, Site, SiteDetail,
 };
-pub use symbols::{is_launcher_file, FrameKey, FrameRef, Symbols, UNRESOLVED};
+pub use symbols::{is_launcher_file, FrameKey, FrameRef, Symbols, LOST_IN_DAMAGE, UNRESOLVED};
 pub use text::{
     diff_text, frame_location, has_several_sources, site_location, source_split_text, stats_text,
     top_text,

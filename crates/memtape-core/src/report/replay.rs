@@ -63,6 +63,9 @@ pub struct Totals {
     /// Frees of an address that was not live (allocated before tracing began, or its
     /// allocation was dropped): counted, otherwise ignored.
     pub unknown_frees: u64,
+    /// Of those, the frees after the first damaged part of the capture that the reader
+    /// skipped: mostly of blocks allocated in what was lost.
+    pub unknown_frees_after_damage: u64,
     /// Allocations at an address that was still live: the old block counts as freed.
     pub replaced: u64,
     /// Allocations that could not be tracked (address 0, or out of memory).
@@ -159,6 +162,8 @@ pub struct Replay {
     moments: Vec<(Moment, Option<Vec<StackTotal>>)>,
     pending_time_moments: usize,
     clock: Option<BucketClock>,
+    /// `totals.unknown_frees` when the reader first skipped a damaged part.
+    unknown_frees_at_damage: Option<u64>,
 }
 
 impl Default for Replay {
@@ -196,7 +201,16 @@ impl Replay {
             moments: options.moments.into_iter().map(|m| (m, None)).collect(),
             pending_time_moments,
             clock: options.time_histogram.then(BucketClock::default),
+            unknown_frees_at_damage: None,
         }
+    }
+
+    /// The reader skipped a damaged part of the capture here (see
+    /// [`crate::capture::RecordVisitor::damage`]): frees of unknown blocks from now on are
+    /// counted apart.
+    pub fn damage(&mut self) {
+        self.unknown_frees_at_damage
+            .get_or_insert(self.totals.unknown_frees);
     }
 
     /// Takes in one record.
@@ -385,6 +399,9 @@ impl Replay {
             Some(clock) => clock.finish(self.live.blocks(), |slot| by_stack.stack_of(slot)),
             None => TimeHistogram::default(),
         };
+        if let Some(before) = self.unknown_frees_at_damage {
+            self.totals.unknown_frees_after_damage = self.totals.unknown_frees - before;
+        }
         ReplayResult {
             totals: self.totals,
             events: self.events,

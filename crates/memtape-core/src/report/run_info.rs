@@ -31,6 +31,9 @@ pub struct RunInfo {
     /// The capture has no trailer: the program was killed or the disk filled up, and the
     /// report covers everything up to the last complete block.
     pub cut_short: bool,
+    /// The capture was read around damaged blocks: what was skipped and lost (see
+    /// [`super::damage_note`]); the figures are incomplete.
+    pub damage: Option<String>,
     /// The process' peak resident set size (from the trailer).
     pub max_rss_bytes: Option<u64>,
     /// The process' memory when the capture started (from the metadata) and when it

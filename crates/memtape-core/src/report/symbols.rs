@@ -2,7 +2,9 @@
 //!
 //! Records may define a stack after the allocations that use it, so the tables are only
 //! read once the whole capture has been fed. A stack that is never defined (the process
-//! died before its frames were resolved) reads as one `<unresolved>` frame.
+//! died before its frames were resolved) reads as one `<unresolved>` frame; in a capture
+//! read around a damaged block, where that is the likely cause, as one
+//! `<lost in damaged block>` frame.
 
 use std::collections::BTreeSet;
 
@@ -17,6 +19,9 @@ use super::record::Record;
 
 /// The name shown for what the capture never resolved.
 pub const UNRESOLVED: &str = "<unresolved>";
+/// The name shown for what the capture never defined when the reader skipped damage:
+/// the definition was most likely in the part lost.
+pub const LOST_IN_DAMAGE: &str = "<lost in damaged block>";
 
 /// String id of [`UNRESOLVED`] (never a capture id: those are dense from 1).
 const UNRESOLVED_ID: u32 = u32::MAX;
@@ -96,6 +101,8 @@ pub struct Symbols {
     /// (None: a tower at the outer end), and the name of an import seen loading no module.
     fold_names: FxHashMap<Option<FrameKey>, u32>,
     fold_unknown: u32,
+    /// The reader skipped a damaged part: undefined names read as [`LOST_IN_DAMAGE`].
+    damaged: bool,
 }
 
 /// Whether `filename` is one of the launcher `files`, or starts with one of them that ends
@@ -114,6 +121,22 @@ impl Symbols {
     /// Empty tables.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The capture was read around a damaged part: what it never defined may have been
+    /// defined there, and reads as [`LOST_IN_DAMAGE`] rather than [`UNRESOLVED`].
+    pub fn mark_damaged(&mut self) {
+        self.damaged = true;
+    }
+
+    /// The name of what the capture never defined: [`UNRESOLVED`], or [`LOST_IN_DAMAGE`]
+    /// after [`mark_damaged`](Self::mark_damaged).
+    pub fn unresolved_name(&self) -> &'static str {
+        if self.damaged {
+            LOST_IN_DAMAGE
+        } else {
+            UNRESOLVED
+        }
     }
 
     /// Takes in a record; only strings, frames and stacks matter here.
@@ -229,7 +252,7 @@ impl Symbols {
     fn recorded_name(&self, id: u32) -> &str {
         match id {
             EMPTY_ID => "",
-            _ => self.strings.get(&id).map_or(UNRESOLVED, |s| s),
+            _ => self.strings.get(&id).map_or(self.unresolved_name(), |s| s),
         }
     }
 

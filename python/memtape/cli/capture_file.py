@@ -70,7 +70,8 @@ def open_capture(
         fail(command, str(exc))
     finally:
         progress.close()
-    if not capture.complete:
+    print_damage_note(command, path, capture)
+    if capture.cut_short_at is not None:
         print(
             f"memtape {command}: note: {path} was cut short (the program was killed or the "
             f"disk filled up); read up to offset {capture.cut_short_at}",
@@ -79,6 +80,16 @@ def open_capture(
     for note in capture.native_notes:
         print(f"memtape {command}: note: {note}", file=sys.stderr)
     return capture
+
+
+def print_damage_note(command: str, path: str, capture: _native.Capture) -> None:
+    """Warns that ``path`` was read around damaged blocks: what was skipped and lost, and
+    that the figures are incomplete (nothing when it is undamaged)."""
+    if capture.damage_note is not None:
+        print(
+            f"memtape {command}: warning: {path} is damaged: {capture.damage_note}",
+            file=sys.stderr,
+        )
 
 
 def write_text(command: str, path: str, text: str) -> None:

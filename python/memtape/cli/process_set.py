@@ -24,7 +24,7 @@ from typing import Any
 
 from memtape import _native
 from memtape._child_capture import child_path, stem_of
-from memtape.cli.capture_file import fail, open_capture
+from memtape.cli.capture_file import fail, open_capture, print_damage_note
 
 # A tick on the common clock: (highest live bytes, live bytes at its end, the process'
 # own clock at the end of its last tick counted here).
@@ -147,6 +147,7 @@ def open_set(
         except (OSError, ValueError) as exc:
             print(f"memtape {command}: skipping {child}: {exc}", file=sys.stderr)
             continue
+        print_damage_note(command, child, capture)
         p = _process(child, capture)
         if p.meta.get("run_id") == run_id:
             processes.append(p)

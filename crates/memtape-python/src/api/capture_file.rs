@@ -42,7 +42,25 @@ impl<R: Read> Read for Counting<R> {
 }
 
 pub(super) fn capture_error(path: &Path, e: &CaptureError) -> PyErr {
-    CaptureFileError::new_err(format!("{}: {e}", path.display()))
+    let message = match e {
+        // The hint names the file itself: `memray stats run.bin`.
+        CaptureError::Foreign(kind) => format!(
+            "not a memtape capture: {}",
+            kind.describe(&shell_word(&path.display().to_string()))
+        ),
+        _ => e.to_string(),
+    };
+    CaptureFileError::new_err(format!("{}: {message}", path.display()))
+}
+
+/// `text` as one word of a POSIX shell command: as is when plain, else single-quoted.
+fn shell_word(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
 }
 
 pub(super) type FileReader = CaptureReader<Counting<BufReader<File>>>;
@@ -85,6 +103,10 @@ impl<'a, V: RecordVisitor<'a>> RecordVisitor<'a> for WithProgress<'_, V> {
     #[inline]
     fn record(&mut self, record: Record<'a>) {
         self.inner.record(record);
+    }
+
+    fn damage(&mut self) {
+        self.inner.damage();
     }
 
     fn block_end(&mut self) {

@@ -9,9 +9,9 @@ use std::path::PathBuf;
 
 use memtape_core::capture::ReadSummary;
 use memtape_core::report::{
-    compare, diff_text, flamegraph_html, folded, has_several_sources, html_report, json_diff,
-    json_sites, json_summary, source_split_text, stats_text, timeline_csv, top_text, total_bytes,
-    Analysis, HtmlReportOptions, ImportFrames, ReplayOptions, RssAccount,
+    compare, damage_note, diff_text, flamegraph_html, folded, has_several_sources, html_report,
+    json_diff, json_sites, json_summary, source_split_text, stats_text, timeline_csv, top_text,
+    total_bytes, Analysis, HtmlReportOptions, ImportFrames, ReplayOptions, RssAccount,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -66,7 +66,18 @@ pub(super) fn analyzed(
     imports: ImportFrames,
 ) -> PyCapture {
     let mut analyzed = analysis.finish();
-    let (info, nframe, launcher_files) = run_info(&path, &metadata, &summary);
+    let (mut info, nframe, launcher_files) = run_info(&path, &metadata, &summary);
+    let written = summary
+        .trailer_json
+        .as_deref()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+        .and_then(|t| t.get("events")?.as_u64());
+    info.damage = damage_note(
+        &summary,
+        written,
+        analyzed.result.events,
+        analyzed.result.totals.unknown_frees_after_damage,
+    );
     analyzed.symbols.hide_launcher_frames(launcher_files);
     analyzed.symbols.show_files_as(&shown_file_names(&metadata));
     analyzed.symbols.set_import_frames(imports);
@@ -110,6 +121,13 @@ impl PyCapture {
     #[getter]
     fn cut_short_at(&self) -> Option<u64> {
         self.summary.cut_short_at
+    }
+
+    /// The warning for a capture read around damaged blocks (what was skipped, what was
+    /// lost, what was read), or None for an undamaged one.
+    #[getter]
+    fn damage_note(&self) -> Option<String> {
+        self.info.damage.clone()
     }
 
     /// `(bytes, seconds since start)` at the peak.

@@ -171,7 +171,8 @@ pub(crate) fn decode_block_into<'a, V: RecordVisitor<'a>>(
 fn back_reference(seen: &[u64], back: u64, name: &'static str) -> Result<u64, RecordError> {
     usize::try_from(back)
         .ok()
-        .and_then(|back| seen.len().checked_sub(back + 1))
+        .and_then(|back| back.checked_add(1))
+        .and_then(|distance| seen.len().checked_sub(distance))
         .map(|at| seen[at])
         .ok_or(RecordError::BadBackReference { field: name, back })
 }

@@ -91,6 +91,15 @@ fn a_reference_before_the_block_start_is_a_clean_error() {
             "the alloc reference of a FreeBack refers 1 back, before the block's start",
         ),
         (
+            // The largest distance: one past it would overflow (found by the fuzz stand-in).
+            [tag::ALLOC, 0x10, 8, 2, tag::FREE_BACK]
+                .into_iter()
+                .chain([0xff; 9])
+                .chain([0x01])
+                .collect(),
+            "the alloc reference of a FreeBack refers 18446744073709551615 back, before the block's start",
+        ),
+        (
             vec![tag::FREE_STEP, 1],
             "the alloc reference of a FreeStep names allocation -1 of the block, which has 0",
         ),

@@ -485,3 +485,29 @@ def test_a_gzipped_capture_and_a_report_are_named(small_capture: Path, tmp_path:
         f"memtape top: {html}: not a memtape capture: this is an HTML page (memtape report "
         "writes one): open it in a browser\n",
     ), describe(result)
+
+
+def test_a_damaged_child_capture_is_read_around_with_its_warning(tmp_path: Path) -> None:
+    """A run that followed a child: the child's capture, damaged in one block, is still
+    read with the set, and the warning names the child's file."""
+    root = tmp_path / "run.mtape"
+    code = (
+        "import subprocess, sys; "
+        f"subprocess.run([sys.executable, '-c', {MANY_BLOCKS_PROGRAM!r}], check=True)"
+    )
+    ok(memtape("run", "-q", "--follow-children", "-o", root, "-c", code))
+    (child,) = tmp_path.glob("run.*.mtape")
+    data = bytearray(child.read_bytes())
+    blocks = records_blocks(bytes(data))
+    assert len(blocks) >= 3, f"{len(blocks)} records blocks in the child's capture"
+    offset, length = blocks[1]
+    flip_payload(data, offset, length)
+    child.write_bytes(bytes(data))
+    result = memtape("stats", root)
+    assert result.returncode == 0, describe(result)
+    assert result.stderr.startswith(
+        f"memtape stats: warning: {child} is damaged: skipped the block at offset {offset} "
+        "(checksum mismatch"
+    ), describe(result)
+    assert result.stderr.count("is damaged") == 1, describe(result)
+    assert "skipping" not in result.stderr, describe(result)

@@ -347,7 +347,9 @@ DAMAGE_WARNING = re.compile(
     r"(?P<lost>[\d,]+) of (?P<written>[\d,]+) events lost; read the rest \((?P<blocks>[\d,]+) "
     r"blocks?, (?P<read>[\d,]+) events\): the figures are incomplete, without what the lost "
     r"part allocated and freed \(stacks defined there show as <lost in damaged block>"
-    r"(?:; (?P<frees>[\d,]+) frees? after it of blocks not seen allocated, ignored)?\)$"
+    r"(?:; (?P<frees>[\d,]+) frees? after it of blocks not seen allocated, ignored)?"
+    r"(?:; (?P<replaced>[\d,]+) allocations? after it at an address whose free was lost, "
+    r"the old block counted as freed)?\)$"
 )
 
 
@@ -400,6 +402,11 @@ def test_stats_reads_around_a_damaged_middle_block(tmp_path: Path) -> None:
     # the lost block allocated are counted apart.
     assert warning["frees"] and number("frees") > 0
     assert got["totals"]["unknown_frees"] > full["totals"]["unknown_frees"]
+    # An address whose free was lost, allocated again: the old block counts as freed, and
+    # the note says how often (the whole capture has no such allocation).
+    assert full["totals"]["replaced"] == 0
+    replaced = got["totals"]["replaced"]
+    assert (number("replaced") if warning["replaced"] else 0) == replaced
 
     # The text report reads the same, with the same one warning.
     text = memtape("stats", bad)

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use super::replay::Totals;
 use super::units::grouped;
 use super::LOST_IN_DAMAGE;
 use crate::capture::{Damage, ReadSummary};
@@ -14,13 +15,13 @@ const PARTS_NAMED: usize = 3;
 /// offset, why, bytes), the events lost (by the trailer's count, when the trailer is
 /// there), what was read instead, and what that means for the figures.
 /// `events_written`: the trailer's count of allocations and frees; `events_read`: those
-/// replayed; `unknown_frees_after_damage`: frees after the damage of blocks never seen
-/// allocated.
+/// replayed; `after_damage`: the replay's counts after the first damage (frees of blocks
+/// never seen allocated, allocations at an address still live).
 pub fn damage_note(
     summary: &ReadSummary,
     events_written: Option<u64>,
     events_read: u64,
-    unknown_frees_after_damage: u64,
+    after_damage: &Totals,
 ) -> Option<String> {
     let (first, rest) = summary.damage.split_first()?;
     let mut note = String::from("skipped ");
@@ -57,12 +58,23 @@ pub fn damage_note(
         plural(summary.blocks),
         grouped(events_read),
     );
-    if unknown_frees_after_damage > 0 {
+    let frees = after_damage.unknown_frees_after_damage;
+    if frees > 0 {
         let _ = write!(
             note,
             "; {} free{} after it of blocks not seen allocated, ignored",
-            grouped(unknown_frees_after_damage),
-            plural(unknown_frees_after_damage)
+            grouped(frees),
+            plural(frees)
+        );
+    }
+    let replaced = after_damage.replaced_after_damage;
+    if replaced > 0 {
+        let _ = write!(
+            note,
+            "; {} allocation{} after it at an address whose free was lost, the old block \
+             counted as freed",
+            grouped(replaced),
+            plural(replaced)
         );
     }
     note.push(')');
@@ -102,6 +114,14 @@ fn plural(n: u64) -> &'static str {
 mod tests {
     use super::*;
 
+    fn after(unknown_frees_after_damage: u64, replaced_after_damage: u64) -> Totals {
+        Totals {
+            unknown_frees_after_damage,
+            replaced_after_damage,
+            ..Totals::default()
+        }
+    }
+
     fn damage(offset: u64, resumed_at: Option<u64>, records_read: u64) -> Damage {
         Damage {
             offset,
@@ -119,9 +139,12 @@ mod tests {
             damage: vec![damage(100, Some(2100), 0)],
             ..ReadSummary::default()
         };
-        assert_eq!(damage_note(&ReadSummary::default(), None, 0, 0), None);
         assert_eq!(
-            damage_note(&summary, Some(12345), 11000, 3).unwrap(),
+            damage_note(&ReadSummary::default(), None, 0, &Totals::default()),
+            None
+        );
+        assert_eq!(
+            damage_note(&summary, Some(12345), 11000, &after(3, 0)).unwrap(),
             "skipped the block at offset 100 (checksum mismatch; 2,000 bytes, to offset 2100); \
              1,345 of 12,345 events lost; read the rest (7 blocks, 11,000 events): the figures \
              are incomplete, without what the lost part allocated and freed (stacks defined \
@@ -134,14 +157,15 @@ mod tests {
             .chain([damage(8000, None, 0)])
             .collect();
         assert_eq!(
-            damage_note(&summary, None, 5, 0).unwrap(),
+            damage_note(&summary, None, 5, &after(0, 2)).unwrap(),
             "skipped the block at offset 0 (checksum mismatch; 10 bytes, to offset 10); the \
              block at offset 1000 (checksum mismatch; its first 1 record read; 10 bytes, to \
              offset 1010); the block at offset 2000 (checksum mismatch; 10 bytes, to offset \
              2010); and 4 more damaged parts (1,030 bytes); an unknown number of events lost; \
              read the rest (1 block, 5 events): the figures are incomplete, without what the \
              lost part allocated and freed (stacks defined there show as <lost in damaged \
-             block>)"
+             block>; 2 allocations after it at an address whose free was lost, the old block \
+             counted as freed)"
         );
     }
 }

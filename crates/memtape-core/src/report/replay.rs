@@ -68,6 +68,9 @@ pub struct Totals {
     pub unknown_frees_after_damage: u64,
     /// Allocations at an address that was still live: the old block counts as freed.
     pub replaced: u64,
+    /// Of those, the ones after the first damaged part the reader skipped: mostly blocks
+    /// whose free was lost with it.
+    pub replaced_after_damage: u64,
     /// Allocations that could not be tracked (address 0, or out of memory).
     pub untracked: u64,
 }
@@ -162,8 +165,9 @@ pub struct Replay {
     moments: Vec<(Moment, Option<Vec<StackTotal>>)>,
     pending_time_moments: usize,
     clock: Option<BucketClock>,
-    /// `totals.unknown_frees` when the reader first skipped a damaged part.
-    unknown_frees_at_damage: Option<u64>,
+    /// `totals.unknown_frees` and `totals.replaced` when the reader first skipped a
+    /// damaged part.
+    at_damage: Option<(u64, u64)>,
 }
 
 impl Default for Replay {
@@ -201,16 +205,16 @@ impl Replay {
             moments: options.moments.into_iter().map(|m| (m, None)).collect(),
             pending_time_moments,
             clock: options.time_histogram.then(BucketClock::default),
-            unknown_frees_at_damage: None,
+            at_damage: None,
         }
     }
 
     /// The reader skipped a damaged part of the capture here (see
-    /// [`crate::capture::RecordVisitor::damage`]): frees of unknown blocks from now on are
-    /// counted apart.
+    /// [`crate::capture::RecordVisitor::damage`]): frees of unknown blocks and allocations
+    /// at live addresses from now on are counted apart.
     pub fn damage(&mut self) {
-        self.unknown_frees_at_damage
-            .get_or_insert(self.totals.unknown_frees);
+        self.at_damage
+            .get_or_insert((self.totals.unknown_frees, self.totals.replaced));
     }
 
     /// Takes in one record.
@@ -399,8 +403,9 @@ impl Replay {
             Some(clock) => clock.finish(self.live.blocks(), |slot| by_stack.stack_of(slot)),
             None => TimeHistogram::default(),
         };
-        if let Some(before) = self.unknown_frees_at_damage {
-            self.totals.unknown_frees_after_damage = self.totals.unknown_frees - before;
+        if let Some((unknown_frees, replaced)) = self.at_damage {
+            self.totals.unknown_frees_after_damage = self.totals.unknown_frees - unknown_frees;
+            self.totals.replaced_after_damage = self.totals.replaced - replaced;
         }
         ReplayResult {
             totals: self.totals,

@@ -76,7 +76,7 @@ pub(super) fn analyzed(
         &summary,
         written,
         analyzed.result.events,
-        analyzed.result.totals.unknown_frees_after_damage,
+        &analyzed.result.totals,
     );
     analyzed.symbols.hide_launcher_frames(launcher_files);
     analyzed.symbols.show_files_as(&shown_file_names(&metadata));

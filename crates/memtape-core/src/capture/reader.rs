@@ -279,7 +279,7 @@ impl<R: Read> CaptureReader<R> {
         }
     }
 
-    /// The payload length of the current block's header (0 when the header is short).
+    /// The payload length in the current block's header (read whole: `header_got` is 20).
     fn payload_len_read(&self) -> u32 {
         let h = &self.header;
         u32::from_le_bytes([h[8], h[9], h[10], h[11]])

@@ -106,7 +106,8 @@ impl Loc {
     }
 }
 
-/// Event counts and byte sums (no unknown frees, replaced or untracked blocks).
+/// Event counts and byte sums (no unknown frees, replaced or untracked blocks, and no
+/// damage).
 const fn totals(allocs: u64, frees: u64, bytes_allocated: u64, bytes_freed: u64) -> Totals {
     Totals {
         allocs,
@@ -116,6 +117,8 @@ const fn totals(allocs: u64, frees: u64, bytes_allocated: u64, bytes_freed: u64)
         unknown_frees: 0,
         replaced: 0,
         untracked: 0,
+        unknown_frees_after_damage: 0,
+        replaced_after_damage: 0,
     }
 }
 

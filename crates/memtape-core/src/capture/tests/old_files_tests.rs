@@ -236,10 +236,25 @@ fn old_files_read_whole_with_their_version() {
             complete,
             cut_short_at,
             trailer_json,
+            damage,
         } = opened.summary;
         assert_eq!(
-            (blocks, records, events, complete, cut_short_at),
-            (file.blocks, file.records, file.reports.events, true, None),
+            (
+                blocks,
+                records,
+                events,
+                complete,
+                cut_short_at,
+                damage.len()
+            ),
+            (
+                file.blocks,
+                file.records,
+                file.reports.events,
+                true,
+                None,
+                0
+            ),
             "{}",
             file.name
         );

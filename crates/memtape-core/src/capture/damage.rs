@@ -11,9 +11,9 @@
 
 use std::io::{self, Read};
 
+use super::block_header::BlockHeader;
 use super::format::{BLOCK_HEADER_LEN, BLOCK_MAGIC, MAX_PAYLOAD_LEN};
 use super::lookahead::Lookahead;
-use super::reader::BlockHeader;
 
 /// A damaged part of a capture that the reader skipped.
 #[derive(Debug, Clone, PartialEq, Eq)]

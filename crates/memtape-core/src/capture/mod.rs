@@ -24,6 +24,7 @@
 //! allocated for it, and no input makes the reader panic.
 
 mod block_buffer;
+mod block_header;
 mod damage;
 mod decoder;
 mod encoder;

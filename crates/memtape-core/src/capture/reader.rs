@@ -2,14 +2,14 @@
 
 use std::io::{self, Read};
 
+use super::block_header::BlockHeader;
 use super::damage::{find_next_block, Damage, Found, START_BUDGET};
 use super::decoder::{decode_block_into, DeltaState, EachRecord, RecordVisitor};
 use super::error::CaptureError;
 use super::foreign::{ForeignFile, PREFIX_LEN};
 use super::format::{
-    BLOCK_HEADER_LEN, BLOCK_MAGIC, COMPRESSION_NONE, COMPRESSION_ZSTD, FILE_HEADER_FIXED_LEN,
-    FILE_MAGIC, FORMAT_VERSION, KIND_RECORDS, KIND_TRAILER, MAX_METADATA_LEN, MAX_PAYLOAD_LEN,
-    MAX_RAW_LEN, OLDEST_FORMAT_VERSION,
+    BLOCK_HEADER_LEN, BLOCK_MAGIC, COMPRESSION_ZSTD, FILE_HEADER_FIXED_LEN, FILE_MAGIC,
+    FORMAT_VERSION, KIND_TRAILER, MAX_METADATA_LEN, OLDEST_FORMAT_VERSION,
 };
 use super::lookahead::Lookahead;
 use super::record::Record;
@@ -429,58 +429,6 @@ impl<R: Read> CaptureReader<R> {
             self.offset += extra;
         }
         Ok(())
-    }
-}
-
-/// The fields of a block header, validated.
-pub(super) struct BlockHeader {
-    kind: u8,
-    compression: u8,
-    pub(super) payload_len: u32,
-    raw_len: u32,
-    pub(super) crc: u32,
-}
-
-impl BlockHeader {
-    pub(super) fn parse(bytes: &[u8; BLOCK_HEADER_LEN]) -> Result<Self, String> {
-        let word = |at: usize| {
-            u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
-        };
-        let block = BlockHeader {
-            kind: bytes[4],
-            compression: bytes[5],
-            payload_len: word(8),
-            raw_len: word(12),
-            crc: word(16),
-        };
-        if block.kind != KIND_RECORDS && block.kind != KIND_TRAILER {
-            return Err(format!("unknown block kind {}", block.kind));
-        }
-        if block.compression != COMPRESSION_NONE && block.compression != COMPRESSION_ZSTD {
-            return Err(format!("unknown compression {}", block.compression));
-        }
-        if block.payload_len > MAX_PAYLOAD_LEN {
-            return Err(format!(
-                "payload length {} is over the {MAX_PAYLOAD_LEN}-byte limit",
-                block.payload_len
-            ));
-        }
-        if block.raw_len > MAX_RAW_LEN {
-            return Err(format!(
-                "raw length {} is over the {MAX_RAW_LEN}-byte limit",
-                block.raw_len
-            ));
-        }
-        if block.compression == COMPRESSION_NONE && block.payload_len != block.raw_len {
-            return Err(format!(
-                "uncompressed block with payload length {} but raw length {}",
-                block.payload_len, block.raw_len
-            ));
-        }
-        if block.kind == KIND_TRAILER && block.compression != COMPRESSION_NONE {
-            return Err("the trailer block is compressed".to_owned());
-        }
-        Ok(block)
     }
 }
 

@@ -19,9 +19,10 @@ import re
 from memtape import _native
 from memtape.byte_size import format_size_diff
 from memtape.cli.capture_file import fail, open_capture
-from memtape.cli.command_parser import command_parser, whole_number
+from memtape.cli.command_parser import command_parser
 from memtape.cli.import_option import add_imports_option
 from memtape.cli.process_set import open_set
+from memtape.cli.site_options import add_site_options
 
 _TIME = re.compile(r"^(\d+(?:\.\d*)?)(ns|us|ms|s)$")
 _SCALE = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -82,15 +83,7 @@ def main(argv: list[str]) -> int:
         metavar="MOMENT",
         help="the moment in NEW, or in OLD when it is the only capture (default: end)",
     )
-    p.add_argument(
-        "--by",
-        choices=("lineno", "filename", "traceback"),
-        default="lineno",
-        help="group the memory by line, by file or by whole traceback (default: lineno)",
-    )
-    p.add_argument(
-        "--limit", type=whole_number(0), default=10, metavar="N", help="rows to show (default: 10)"
-    )
+    add_site_options(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.add_argument(
         "--pid",

@@ -9,22 +9,15 @@ import json
 
 from memtape.cli import process_set as ps
 from memtape.cli import process_set_sites as pss
-from memtape.cli.command_parser import command_parser, whole_number
+from memtape.cli.command_parser import command_parser
 from memtape.cli.import_option import add_imports_option
+from memtape.cli.site_options import add_site_options
 
 
 def main(argv: list[str]) -> int:
     p = command_parser("top", __doc__ or "")
     p.add_argument("file", help="a capture file from memtape run")
-    p.add_argument(
-        "--by",
-        choices=("lineno", "filename", "traceback"),
-        default="lineno",
-        help="group the memory by line, by file or by whole traceback (default: lineno)",
-    )
-    p.add_argument(
-        "--limit", type=whole_number(0), default=10, metavar="N", help="rows to show (default: 10)"
-    )
+    add_site_options(p)
     p.add_argument(
         "--at",
         choices=("peak", "end"),

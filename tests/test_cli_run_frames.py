@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from child_python import describe
@@ -122,3 +124,67 @@ def test_code_that_allocates_nothing_records_nothing(tmp_path: Path) -> None:
     assert "memtape: peak 0 B" in result.stderr, result.stderr
     shown = json.loads(ok(memtape("top", capture, "--json")).stdout)
     assert shown["sites"] == [], shown
+
+
+# A compiled package (as mypyc builds black and mypy): its __init__ is an extension
+# module whose init function keeps a 3,000,000-byte bytes object.
+COMPILED_INIT = r"""
+#include <Python.h>
+
+static struct PyModuleDef compiled_pkg = {PyModuleDef_HEAD_INIT, "cpkg", NULL, -1, NULL};
+
+PyMODINIT_FUNC PyInit_cpkg(void) {
+    PyObject *module = PyModule_Create(&compiled_pkg);
+    PyObject *blob = PyBytes_FromStringAndSize(NULL, 3000000);
+    if (module == NULL || blob == NULL || PyModule_AddObject(module, "BLOB", blob) < 0) {
+        Py_XDECREF(blob);
+        Py_XDECREF(module);
+        return NULL;
+    }
+    return module;
+}
+"""
+
+
+def build_compiled_package(root: Path) -> Path:
+    """``root/cpkg``: an extension module as its ``__init__``, and a ``__main__.py``."""
+    package = root / "cpkg"
+    package.mkdir()
+    source = root / "cpkg_init.c"
+    source.write_text(COMPILED_INIT)
+    config = python(
+        "-c",
+        "import sysconfig; print(sysconfig.get_paths()['include']);"
+        "print(sysconfig.get_config_var('EXT_SUFFIX'))",
+    )
+    include, suffix = ok(config).stdout.split()
+    gcc = ["gcc", "-shared", "-fPIC", "-O1", f"-I{include}", str(source)]
+    built = subprocess.run(
+        [*gcc, "-o", str(package / f"__init__{suffix}")], capture_output=True, text=True
+    )
+    assert built.returncode == 0, built.stderr
+    write_program(package / "__main__.py", "import cpkg\nsize = len(cpkg.BLOB)\n")
+    return package
+
+
+def test_a_compiled_package_run_with_dash_m_is_counted(tmp_path: Path) -> None:
+    """``python -m cpkg`` imports the compiled package first, as the program's: its init
+    function's 3,000,000 bytes are the program's, recorded, with no frame of memtape's,
+    as ``memtape run`` of a script importing it records them."""
+    build_compiled_package(tmp_path)
+    capture = tmp_path / "compiled.mtape"
+    ok(memtape("run", "-q", "-o", capture, "-m", "cpkg", cwd=tmp_path))
+    blob = sys.getsizeof(b"x" * 3_000_000)
+    leaks = folded_stacks(capture, tmp_path, "--leaks")
+    assert not [s for s in leaks if any(str(PACKAGE_DIR) in f for f in s)], leaks
+    shown = json.loads(ok(memtape("stats", capture, "--json")).stdout)
+    assert shown["end"]["bytes"] >= blob, shown["end"]
+    script = write_program(tmp_path / "importer.py", "import cpkg\n")
+    by_script = tmp_path / "script.mtape"
+    ok(memtape("run", "-q", "-o", by_script, script, cwd=tmp_path))
+    imported = json.loads(ok(memtape("stats", by_script, "--json")).stdout)
+    # The same blocks either way, within the few the two launches differ by.
+    assert abs(shown["end"]["bytes"] - imported["end"]["bytes"]) < 64 * 1024, (
+        shown["end"],
+        imported["end"],
+    )

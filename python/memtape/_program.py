@@ -5,6 +5,7 @@ zip file with a ``__main__.py``), ``-m module`` or ``-c code``, with its own ``s
 from __future__ import annotations
 
 import builtins
+import functools
 import linecache
 import os
 import pkgutil
@@ -132,41 +133,60 @@ class _RunpyStart:
     with the program's own frame, not in runpy. Until then the import system's ``exec``
     is too, so that the packages ``-m pkg.mod`` imports first (their ``__init__``, the
     user's code, as ``python -m`` runs it) are recorded, and the import machinery's work
-    around them is not. Both are put back as the program starts (its own imports are
+    around them is not; likewise the import system's ``_imp``, whose creation and
+    execution of an extension module (a compiled package such as mypyc's black or mypy)
+    run as the program's. All are put back as the program starts (its own imports are
     ordinary) or, at the latest, when the run ends."""
 
     def __init__(self) -> None:
-        self.shadowed: list[tuple[dict[str, Any], object]] = []
+        self.shadowed: list[tuple[dict[str, Any], str, object]] = []
 
     def __enter__(self) -> None:
-        self._shadow(vars(runpy), self._exec_program)
-        self._shadow(vars(_bootstrap_external), _native._exec_as_program)
+        self._shadow(vars(runpy), "exec", self._exec_program)
+        machinery = vars(_bootstrap_external)
+        self._shadow(machinery, "exec", _native._exec_as_program)
+        self._shadow(machinery, "_imp", _ImpAsProgram(machinery["_imp"]))
 
     def __exit__(self, *exc_info: object) -> None:
         while self.shadowed:
             self._restore()
 
-    def _shadow(self, namespace: dict[str, Any], function: object) -> None:
-        self.shadowed.append((namespace, namespace.get("exec", _NOTHING)))
-        namespace["exec"] = function
+    def _shadow(self, namespace: dict[str, Any], name: str, value: object) -> None:
+        self.shadowed.append((namespace, name, namespace.get(name, _NOTHING)))
+        namespace[name] = value
 
     def _restore(self) -> None:
-        namespace, saved = self.shadowed.pop()
+        namespace, name, saved = self.shadowed.pop()
         if saved is _NOTHING:
-            namespace.pop("exec", None)
+            namespace.pop(name, None)
         else:
-            namespace["exec"] = saved
+            namespace[name] = saved
 
     def _exec_program(
         self, code: types.CodeType, globals: dict[str, Any], locals: object = None
     ) -> object:
         """runpy's ``exec`` of the program's code."""
-        while len(self.shadowed) > 1:  # the import system's exec is the builtin again
+        while len(self.shadowed) > 1:  # the import system's exec and _imp are its own again
             self._restore()
         return _native._exec_as_program(code, globals, locals)  # type: ignore[arg-type]
 
 
 _NOTHING = object()
+
+
+class _ImpAsProgram:
+    """The import system's ``_imp`` while runpy imports the program's packages: an
+    extension module's creation (its init function) and execution run as the program's,
+    through :func:`_native._call_as_program`; everything else is ``_imp``'s own. The two
+    are partials, not methods, so that no frame of memtape's stands in their stacks."""
+
+    def __init__(self, imp: types.ModuleType) -> None:
+        self._imp = imp
+        self.create_dynamic = functools.partial(_native._call_as_program, imp.create_dynamic)
+        self.exec_dynamic = functools.partial(_native._call_as_program, imp.exec_dynamic)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._imp, name)
 
 
 def _run_code(code: str) -> dict[str, Any]:

@@ -58,6 +58,9 @@ def test_second_ctrl_c_during_the_summary(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         env=child_env(),
         start_new_session=True,
+        # Ctrl-C's default, as in a terminal: a shell running the suite in the background
+        # hands its children SIGINT ignored, and python then installs no handler for it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stdout is not None and proc.stderr is not None

@@ -178,7 +178,8 @@ def test_bad_imports_mode_is_a_usage_error(program: Program) -> None:
 
 # What the one format rules out, each with why.
 FORBIDDEN = {
-    "a signed count without separators": re.compile(r"(?<![\w.])[+-]\d{4,}\b"),
+    # (a size such as "+1020.0 KiB" is not a count: its decimals say so)
+    "a signed count without separators": re.compile(r"(?<![\w.])[+-]\d{4,}(?![\d.])"),
     "bytes over 1 KiB not in KiB/MiB/...": re.compile(r"\b(?:\d{1,3}(?:,\d{3})+|\d{5,}) B\b"),
     "a zero in a unit for a non-zero size": re.compile(r"\b0\.0 [KMGTPE]iB\b"),
     "'of blocks'": re.compile(r"\bof blocks\b"),

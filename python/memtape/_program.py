@@ -225,12 +225,13 @@ def _run_path_entry(entry: str, keep: list[dict[str, Any]] | None) -> None:
     main = types.ModuleType("__main__")
     main.__dict__.update(
         __file__=spec.origin,
-        __cached__=spec.cached,
         __loader__=spec.loader,
         __package__="",
         __spec__=spec,
         __builtins__=builtins,
     )
+    if sys.version_info < (3, 15):  # runpy stopped setting it in 3.15
+        main.__dict__["__cached__"] = spec.cached
     if keep is not None:
         keep.append(main.__dict__)
     saved = sys.modules.get("__main__")

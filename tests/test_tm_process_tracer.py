@@ -253,3 +253,18 @@ def test_install_before_tracemalloc_is_imported(memtape_name: str, tmp_path: Pat
         print(json.dumps([was_imported, tracemalloc.is_tracing(), limit]))
     """
     assert run_probe(tmp_path, body, env={}) == [False, True, 3]
+
+
+def test_the_exit_report_shows_the_programs_lines_only(tmp_path: Path) -> None:
+    """``python -m memtape.tracemalloc --top N script.py``: what runpy and memtape did to
+    load the script is not the program's (python loads a script in C, untraced): no site
+    of the report is runpy's or memtape's, and the script's kept list comes first."""
+    script = tmp_path / "keeps.py"
+    script.write_text("kept = [bytearray(1000) for _ in range(2000)]  # @tm:kept\n")
+    result = run_python(["-m", "memtape.tracemalloc", "--top", "30", str(script)])
+    assert result.returncode == 0, describe(result)
+    sites = [line for line in result.stderr.splitlines() if line.startswith("#")]
+    assert sites, describe(result)
+    assert sites[0].startswith(f"#1   {script}:{line_of(script, 'kept')}:"), sites
+    package = str(Path(__file__).resolve().parent.parent / "python" / "memtape")
+    assert not [s for s in sites if "runpy" in s or package in s], sites

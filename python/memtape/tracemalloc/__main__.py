@@ -90,15 +90,23 @@ def main(argv: list[str] | None = None) -> NoReturn:
         tracemalloc.start(inv.nframe)
     except (ValueError, OverflowError) as exc:
         _usage_error(f"--nframe: {exc}")
-    tracemalloc.install()
-    os.environ[ENV_VAR] = str(inv.nframe)
-    # Tracebacks start at the program's first frame, as under python -X tracemalloc.
-    _native._hide_launcher_frames(program_launcher_files())
-    prepare(inv.program)
+    # memtape's work from here on is not the program's, nor is what runpy does to load it
+    # (python itself loads a script in C, with no frame to trace it to): run() hands the
+    # thread to the program from its first frame on. The program's globals stay alive
+    # for the report, as they do in python until the interpreter exits.
+    token = _native._own_work_begin()
+    kept: list[dict[str, object]] = []
     try:
-        run(inv.program)
+        tracemalloc.install()
+        os.environ[ENV_VAR] = str(inv.nframe)
+        # Tracebacks start at the program's first frame, as under python -X tracemalloc.
+        _native._hide_launcher_frames(program_launcher_files())
+        prepare(inv.program)
+        run(inv.program, kept)
     finally:
         _report(inv.top)
+        _native._work_end(token)
+        kept.clear()
     sys.exit(0)
 
 

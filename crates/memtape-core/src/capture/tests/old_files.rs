@@ -131,6 +131,72 @@ const fn peak(bytes: u64, blocks: u64, time_ns: u64, event_index: u64) -> Peak {
     }
 }
 
+/// The freed 300,000-byte bytearray's stack.
+const SCRATCH: &[Loc] = &[
+    prog(26, "scratch"),
+    prog(34, "load"),
+    prog(41, "main"),
+    prog(45, "<module>"),
+];
+
+/// The mmap module's import (its exec), in the files without native stacks.
+const MMAP_IMPORT: &[Loc] = &[
+    py(BOOTSTRAP, 241, "_call_with_frames_removed"),
+    py(BOOTSTRAP_EXTERNAL, 1241, "ExtensionFileLoader.exec_module"),
+    py(BOOTSTRAP, 690, "_load_unlocked"),
+    py(BOOTSTRAP, 1147, "_find_and_load_unlocked"),
+    py(BOOTSTRAP, 1176, "_find_and_load"),
+    prog(10, "<module>"),
+];
+
+/// The rows' stack.
+const ROWS: &[Loc] = &[
+    prog(21, "build_rows"),
+    prog(37, "load"),
+    prog(41, "main"),
+    prog(45, "<module>"),
+];
+
+/// The mmap module's import, with the native frames v2-native.mtape recorded.
+const MMAP_IMPORT_V2_NATIVE: &[Loc] = &[
+    native(MMAP_SO, 0x3466, "Modules/mmapmodule.c", 1625, "mmap_exec"),
+    native(
+        LIBPYTHON,
+        0x1a8b36,
+        "Objects/moduleobject.c",
+        419,
+        "PyModule_ExecDef",
+    ),
+    native(
+        LIBPYTHON,
+        0x27ba3b,
+        "Python/import.c",
+        2345,
+        "exec_builtin_or_dynamic",
+    ),
+    native(
+        LIBPYTHON,
+        0x1a6ee2,
+        "Objects/methodobject.c",
+        514,
+        "cfunction_vectorcall_O",
+    ),
+    py(BOOTSTRAP, 241, "_call_with_frames_removed"),
+    py(BOOTSTRAP_EXTERNAL, 1241, "ExtensionFileLoader.exec_module"),
+    py(BOOTSTRAP, 690, "_load_unlocked"),
+    py(BOOTSTRAP, 1147, "_find_and_load_unlocked"),
+    py(BOOTSTRAP, 1176, "_find_and_load"),
+    prog(10, "<module>"),
+];
+
+/// The mmap module's load in both version 3 files (one 6,512-byte block).
+const MMAP_MODULE_LOAD_V3: &[Loc] = &[
+    py(BOOTSTRAP, 702, "_load_unlocked"),
+    py(BOOTSTRAP, 1147, "_find_and_load_unlocked"),
+    py(BOOTSTRAP, 1176, "_find_and_load"),
+    prog(10, "<module>"),
+];
+
 /// What an old version's `memtape stats --json`, `memtape stats`, `memtape top --at end`
 /// and `memtape top --by traceback --limit 4 [--at end] --json` said about its capture.
 pub(super) struct OldReports {
@@ -266,28 +332,8 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                     2,
                     &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
                 ),
-                (
-                    300057,
-                    2,
-                    &[
-                        prog(26, "scratch"),
-                        prog(34, "load"),
-                        prog(41, "main"),
-                        prog(45, "<module>"),
-                    ],
-                ),
-                (
-                    9243,
-                    79,
-                    &[
-                        py(BOOTSTRAP, 241, "_call_with_frames_removed"),
-                        py(BOOTSTRAP_EXTERNAL, 1241, "ExtensionFileLoader.exec_module"),
-                        py(BOOTSTRAP, 690, "_load_unlocked"),
-                        py(BOOTSTRAP, 1147, "_find_and_load_unlocked"),
-                        py(BOOTSTRAP, 1176, "_find_and_load"),
-                        prog(10, "<module>"),
-                    ],
-                ),
+                (300057, 2, SCRATCH),
+                (9243, 79, MMAP_IMPORT),
                 (4057, 37, &[py(RUNPY, 259, "_get_code_from_file")]),
             ],
             tracebacks_at_end: [
@@ -296,29 +342,9 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                     2,
                     &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
                 ),
-                (
-                    122420,
-                    41,
-                    &[
-                        prog(21, "build_rows"),
-                        prog(37, "load"),
-                        prog(41, "main"),
-                        prog(45, "<module>"),
-                    ],
-                ),
+                (122420, 41, ROWS),
                 (65632, 2, &[prog(42, "main"), prog(45, "<module>")]),
-                (
-                    9243,
-                    79,
-                    &[
-                        py(BOOTSTRAP, 241, "_call_with_frames_removed"),
-                        py(BOOTSTRAP_EXTERNAL, 1241, "ExtensionFileLoader.exec_module"),
-                        py(BOOTSTRAP, 690, "_load_unlocked"),
-                        py(BOOTSTRAP, 1147, "_find_and_load_unlocked"),
-                        py(BOOTSTRAP, 1176, "_find_and_load"),
-                        prog(10, "<module>"),
-                    ],
-                ),
+                (9243, 79, MMAP_IMPORT),
             ],
         },
     },
@@ -406,28 +432,8 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                     2,
                     &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
                 ),
-                (
-                    300057,
-                    2,
-                    &[
-                        prog(26, "scratch"),
-                        prog(34, "load"),
-                        prog(41, "main"),
-                        prog(45, "<module>"),
-                    ],
-                ),
-                (
-                    9243,
-                    79,
-                    &[
-                        py(BOOTSTRAP, 241, "_call_with_frames_removed"),
-                        py(BOOTSTRAP_EXTERNAL, 1241, "ExtensionFileLoader.exec_module"),
-                        py(BOOTSTRAP, 690, "_load_unlocked"),
-                        py(BOOTSTRAP, 1147, "_find_and_load_unlocked"),
-                        py(BOOTSTRAP, 1176, "_find_and_load"),
-                        prog(10, "<module>"),
-                    ],
-                ),
+                (300057, 2, SCRATCH),
+                (9243, 79, MMAP_IMPORT),
                 (3929, 35, &[py(RUNPY, 259, "_get_code_from_file")]),
             ],
             tracebacks_at_end: [
@@ -436,29 +442,9 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                     2,
                     &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
                 ),
-                (
-                    122420,
-                    41,
-                    &[
-                        prog(21, "build_rows"),
-                        prog(37, "load"),
-                        prog(41, "main"),
-                        prog(45, "<module>"),
-                    ],
-                ),
+                (122420, 41, ROWS),
                 (65632, 2, &[prog(42, "main"), prog(45, "<module>")]),
-                (
-                    9243,
-                    79,
-                    &[
-                        py(BOOTSTRAP, 241, "_call_with_frames_removed"),
-                        py(BOOTSTRAP_EXTERNAL, 1241, "ExtensionFileLoader.exec_module"),
-                        py(BOOTSTRAP, 690, "_load_unlocked"),
-                        py(BOOTSTRAP, 1147, "_find_and_load_unlocked"),
-                        py(BOOTSTRAP, 1176, "_find_and_load"),
-                        prog(10, "<module>"),
-                    ],
-                ),
+                (9243, 79, MMAP_IMPORT),
             ],
         },
     },
@@ -590,50 +576,8 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                     2,
                     &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
                 ),
-                (
-                    300057,
-                    2,
-                    &[
-                        prog(26, "scratch"),
-                        prog(34, "load"),
-                        prog(41, "main"),
-                        prog(45, "<module>"),
-                    ],
-                ),
-                (
-                    6321,
-                    39,
-                    &[
-                        native(MMAP_SO, 0x3466, "Modules/mmapmodule.c", 1625, "mmap_exec"),
-                        native(
-                            LIBPYTHON,
-                            0x1a8b36,
-                            "Objects/moduleobject.c",
-                            419,
-                            "PyModule_ExecDef",
-                        ),
-                        native(
-                            LIBPYTHON,
-                            0x27ba3b,
-                            "Python/import.c",
-                            2345,
-                            "exec_builtin_or_dynamic",
-                        ),
-                        native(
-                            LIBPYTHON,
-                            0x1a6ee2,
-                            "Objects/methodobject.c",
-                            514,
-                            "cfunction_vectorcall_O",
-                        ),
-                        py(BOOTSTRAP, 241, "_call_with_frames_removed"),
-                        py(BOOTSTRAP_EXTERNAL, 1241, "ExtensionFileLoader.exec_module"),
-                        py(BOOTSTRAP, 690, "_load_unlocked"),
-                        py(BOOTSTRAP, 1147, "_find_and_load_unlocked"),
-                        py(BOOTSTRAP, 1176, "_find_and_load"),
-                        prog(10, "<module>"),
-                    ],
-                ),
+                (300057, 2, SCRATCH),
+                (6321, 39, MMAP_IMPORT_V2_NATIVE),
                 (3929, 35, &[py(RUNPY, 259, "_get_code_from_file")]),
             ],
             tracebacks_at_end: [
@@ -642,16 +586,7 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                     2,
                     &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
                 ),
-                (
-                    122420,
-                    41,
-                    &[
-                        prog(21, "build_rows"),
-                        prog(37, "load"),
-                        prog(41, "main"),
-                        prog(45, "<module>"),
-                    ],
-                ),
+                (122420, 41, ROWS),
                 (
                     65536,
                     1,
@@ -681,40 +616,7 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                         prog(45, "<module>"),
                     ],
                 ),
-                (
-                    6321,
-                    39,
-                    &[
-                        native(MMAP_SO, 0x3466, "Modules/mmapmodule.c", 1625, "mmap_exec"),
-                        native(
-                            LIBPYTHON,
-                            0x1a8b36,
-                            "Objects/moduleobject.c",
-                            419,
-                            "PyModule_ExecDef",
-                        ),
-                        native(
-                            LIBPYTHON,
-                            0x27ba3b,
-                            "Python/import.c",
-                            2345,
-                            "exec_builtin_or_dynamic",
-                        ),
-                        native(
-                            LIBPYTHON,
-                            0x1a6ee2,
-                            "Objects/methodobject.c",
-                            514,
-                            "cfunction_vectorcall_O",
-                        ),
-                        py(BOOTSTRAP, 241, "_call_with_frames_removed"),
-                        py(BOOTSTRAP_EXTERNAL, 1241, "ExtensionFileLoader.exec_module"),
-                        py(BOOTSTRAP, 690, "_load_unlocked"),
-                        py(BOOTSTRAP, 1147, "_find_and_load_unlocked"),
-                        py(BOOTSTRAP, 1176, "_find_and_load"),
-                        prog(10, "<module>"),
-                    ],
-                ),
+                (6321, 39, MMAP_IMPORT_V2_NATIVE),
             ],
         },
     },
@@ -798,38 +700,9 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                     2,
                     &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
                 ),
-                (
-                    300057,
-                    2,
-                    &[
-                        prog(26, "scratch"),
-                        prog(34, "load"),
-                        prog(41, "main"),
-                        prog(45, "<module>"),
-                    ],
-                ),
-                (
-                    9243,
-                    79,
-                    &[
-                        py(BOOTSTRAP, 241, "_call_with_frames_removed"),
-                        py(BOOTSTRAP_EXTERNAL, 1241, "ExtensionFileLoader.exec_module"),
-                        py(BOOTSTRAP, 690, "_load_unlocked"),
-                        py(BOOTSTRAP, 1147, "_find_and_load_unlocked"),
-                        py(BOOTSTRAP, 1176, "_find_and_load"),
-                        prog(10, "<module>"),
-                    ],
-                ),
-                (
-                    6512,
-                    1,
-                    &[
-                        py(BOOTSTRAP, 702, "_load_unlocked"),
-                        py(BOOTSTRAP, 1147, "_find_and_load_unlocked"),
-                        py(BOOTSTRAP, 1176, "_find_and_load"),
-                        prog(10, "<module>"),
-                    ],
-                ),
+                (300057, 2, SCRATCH),
+                (9243, 79, MMAP_IMPORT),
+                (6512, 1, MMAP_MODULE_LOAD_V3),
             ],
             tracebacks_at_end: [
                 (
@@ -837,29 +710,9 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                     2,
                     &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
                 ),
-                (
-                    122420,
-                    41,
-                    &[
-                        prog(21, "build_rows"),
-                        prog(37, "load"),
-                        prog(41, "main"),
-                        prog(45, "<module>"),
-                    ],
-                ),
+                (122420, 41, ROWS),
                 (65632, 2, &[prog(42, "main"), prog(45, "<module>")]),
-                (
-                    9243,
-                    79,
-                    &[
-                        py(BOOTSTRAP, 241, "_call_with_frames_removed"),
-                        py(BOOTSTRAP_EXTERNAL, 1241, "ExtensionFileLoader.exec_module"),
-                        py(BOOTSTRAP, 690, "_load_unlocked"),
-                        py(BOOTSTRAP, 1147, "_find_and_load_unlocked"),
-                        py(BOOTSTRAP, 1176, "_find_and_load"),
-                        prog(10, "<module>"),
-                    ],
-                ),
+                (9243, 79, MMAP_IMPORT),
             ],
         },
     },
@@ -975,26 +828,8 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                     2,
                     &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
                 ),
-                (
-                    300057,
-                    2,
-                    &[
-                        prog(26, "scratch"),
-                        prog(34, "load"),
-                        prog(41, "main"),
-                        prog(45, "<module>"),
-                    ],
-                ),
-                (
-                    6512,
-                    1,
-                    &[
-                        py(BOOTSTRAP, 702, "_load_unlocked"),
-                        py(BOOTSTRAP, 1147, "_find_and_load_unlocked"),
-                        py(BOOTSTRAP, 1176, "_find_and_load"),
-                        prog(10, "<module>"),
-                    ],
-                ),
+                (300057, 2, SCRATCH),
+                (6512, 1, MMAP_MODULE_LOAD_V3),
                 (
                     6321,
                     39,
@@ -1015,16 +850,7 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                     2,
                     &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
                 ),
-                (
-                    122420,
-                    41,
-                    &[
-                        prog(21, "build_rows"),
-                        prog(37, "load"),
-                        prog(41, "main"),
-                        prog(45, "<module>"),
-                    ],
-                ),
+                (122420, 41, ROWS),
                 (
                     65536,
                     1,
@@ -1040,16 +866,7 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                         prog(45, "<module>"),
                     ],
                 ),
-                (
-                    6512,
-                    1,
-                    &[
-                        py(BOOTSTRAP, 702, "_load_unlocked"),
-                        py(BOOTSTRAP, 1147, "_find_and_load_unlocked"),
-                        py(BOOTSTRAP, 1176, "_find_and_load"),
-                        prog(10, "<module>"),
-                    ],
-                ),
+                (6512, 1, MMAP_MODULE_LOAD_V3),
             ],
         },
     },

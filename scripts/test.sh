@@ -68,20 +68,26 @@ fuzz_reader() {
   fi
 }
 
+# memtape-core's slow tests that MEMTAPE_SLOW_TESTS=1 runs (the stand-in fuzzer, also
+# behind the feature, is the fuzz step's).
+SLOW_RUST_TESTS=(
+  capture::tests::size::capture_size_and_speed
+  report::perf_tests::twenty_million_events
+  report::perf_tests::twenty_million_events_random_frees
+  report::perf_tests::twenty_million_events_from_a_file
+  torch_snapshot::tests::python_tests::one_million_events
+)
+
 slow_rust_tests() {
   # One process per test (the budgets read the process's peak RSS): nextest's way, or
-  # one cargo test run each. The stand-in fuzzer among them is the fuzz step's.
+  # one cargo test run each.
+  local t filter="" status=0
   if command -v cargo-nextest >/dev/null 2>&1; then
-    cargo nextest run --release -p memtape-core --features slow-tests \
-      -E 'test(twenty_million) | test(capture_size) | test(one_million)' --no-capture
+    for t in "${SLOW_RUST_TESTS[@]}"; do filter+="${filter:+ | }test(=$t)"; done
+    cargo nextest run --release -p memtape-core --features slow-tests -E "$filter" --no-capture
     return
   fi
-  local t status=0
-  for t in capture::tests::size::capture_size_and_speed \
-    report::perf_tests::twenty_million_events \
-    report::perf_tests::twenty_million_events_random_frees \
-    report::perf_tests::twenty_million_events_from_a_file \
-    torch_snapshot::tests::python_tests::one_million_events; do
+  for t in "${SLOW_RUST_TESTS[@]}"; do
     cargo test --release -p memtape-core --features slow-tests --lib -- --exact "$t" --nocapture ||
       status=1
   done

@@ -196,16 +196,21 @@ def _run_code(code: str) -> dict[str, Any]:
         linecache.cache["<string>"] = (len(code), None, code.splitlines(True), "<string>")
     main = types.ModuleType("__main__")
     main.__dict__["__builtins__"] = __builtins__
+    # Running the user's -c code is the point, as `python -c` does.
+    _exec_as_main(compile(code, "<string>", "exec"), main)
+    return main.__dict__
+
+
+def _exec_as_main(code: types.CodeType, main: types.ModuleType) -> None:
+    """Runs ``code`` in ``main``'s globals, ``main`` being ``sys.modules["__main__"]``
+    meanwhile, recorded from its first frame on (``_native._exec_as_program``)."""
     saved = sys.modules.get("__main__")
     sys.modules["__main__"] = main
     try:
-        compiled = compile(code, "<string>", "exec")
-        # Running the user's -c code is the point, as `python -c` does.
-        _native._exec_as_program(compiled, main.__dict__)
+        _native._exec_as_program(code, main.__dict__)
     finally:
         if saved is not None:
             sys.modules["__main__"] = saved
-    return main.__dict__
 
 
 def _main_spec(entry: str) -> ModuleSpec | None:
@@ -234,13 +239,7 @@ def _run_path_entry(entry: str, keep: list[dict[str, Any]] | None) -> None:
         main.__dict__["__cached__"] = spec.cached
     if keep is not None:
         keep.append(main.__dict__)
-    saved = sys.modules.get("__main__")
-    sys.modules["__main__"] = main
-    try:
-        _native._exec_as_program(code, main.__dict__)
-    finally:
-        if saved is not None:
-            sys.modules["__main__"] = saved
+    _exec_as_main(code, main)
 
 
 def program_launcher_files() -> list[str]:

@@ -131,6 +131,12 @@ const fn peak(bytes: u64, blocks: u64, time_ns: u64, event_index: u64) -> Peak {
     }
 }
 
+/// The kept 1,000,000-byte bytearray's stack.
+const KEPT: &[Loc] = &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")];
+
+/// The private mapping's stack, in the files without native stacks.
+const MAPPING: &[Loc] = &[prog(42, "main"), prog(45, "<module>")];
+
 /// The freed 300,000-byte bytearray's stack.
 const SCRATCH: &[Loc] = &[
     prog(26, "scratch"),
@@ -327,23 +333,15 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                 ),
             ],
             tracebacks_at_peak: [
-                (
-                    1000057,
-                    2,
-                    &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
-                ),
+                (1000057, 2, KEPT),
                 (300057, 2, SCRATCH),
                 (9243, 79, MMAP_IMPORT),
                 (4057, 37, &[py(RUNPY, 259, "_get_code_from_file")]),
             ],
             tracebacks_at_end: [
-                (
-                    1000057,
-                    2,
-                    &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
-                ),
+                (1000057, 2, KEPT),
                 (122420, 41, ROWS),
-                (65632, 2, &[prog(42, "main"), prog(45, "<module>")]),
+                (65632, 2, MAPPING),
                 (9243, 79, MMAP_IMPORT),
             ],
         },
@@ -427,23 +425,15 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                 (240, 2, py(BOOTSTRAP_EXTERNAL, 1600, "FileFinder._get_spec")),
             ],
             tracebacks_at_peak: [
-                (
-                    1000057,
-                    2,
-                    &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
-                ),
+                (1000057, 2, KEPT),
                 (300057, 2, SCRATCH),
                 (9243, 79, MMAP_IMPORT),
                 (3929, 35, &[py(RUNPY, 259, "_get_code_from_file")]),
             ],
             tracebacks_at_end: [
-                (
-                    1000057,
-                    2,
-                    &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
-                ),
+                (1000057, 2, KEPT),
                 (122420, 41, ROWS),
-                (65632, 2, &[prog(42, "main"), prog(45, "<module>")]),
+                (65632, 2, MAPPING),
                 (9243, 79, MMAP_IMPORT),
             ],
         },
@@ -571,21 +561,13 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                 ),
             ],
             tracebacks_at_peak: [
-                (
-                    1000057,
-                    2,
-                    &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
-                ),
+                (1000057, 2, KEPT),
                 (300057, 2, SCRATCH),
                 (6321, 39, MMAP_IMPORT_V2_NATIVE),
                 (3929, 35, &[py(RUNPY, 259, "_get_code_from_file")]),
             ],
             tracebacks_at_end: [
-                (
-                    1000057,
-                    2,
-                    &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
-                ),
+                (1000057, 2, KEPT),
                 (122420, 41, ROWS),
                 (
                     65536,
@@ -695,23 +677,15 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                 (400, 1, py(RUNPY, 81, "_run_code")),
             ],
             tracebacks_at_peak: [
-                (
-                    1000057,
-                    2,
-                    &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
-                ),
+                (1000057, 2, KEPT),
                 (300057, 2, SCRATCH),
                 (9243, 79, MMAP_IMPORT),
                 (6512, 1, MMAP_MODULE_LOAD_V3),
             ],
             tracebacks_at_end: [
-                (
-                    1000057,
-                    2,
-                    &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
-                ),
+                (1000057, 2, KEPT),
                 (122420, 41, ROWS),
-                (65632, 2, &[prog(42, "main"), prog(45, "<module>")]),
+                (65632, 2, MAPPING),
                 (9243, 79, MMAP_IMPORT),
             ],
         },
@@ -823,11 +797,7 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                 (400, 1, py(RUNPY, 102, "_run_module_code")),
             ],
             tracebacks_at_peak: [
-                (
-                    1000057,
-                    2,
-                    &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
-                ),
+                (1000057, 2, KEPT),
                 (300057, 2, SCRATCH),
                 (6512, 1, MMAP_MODULE_LOAD_V3),
                 (
@@ -845,11 +815,7 @@ pub(super) const OLD_FILES: [OldFile; 5] = [
                 ),
             ],
             tracebacks_at_end: [
-                (
-                    1000057,
-                    2,
-                    &[prog(32, "load"), prog(41, "main"), prog(45, "<module>")],
-                ),
+                (1000057, 2, KEPT),
                 (122420, 41, ROWS),
                 (
                     65536,

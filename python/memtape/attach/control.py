@@ -1,0 +1,262 @@
+"""Starting and stopping a recording in a running process, from outside it: what
+``memtape attach`` and ``memtape detach`` do, for any command that needs it.
+
+:func:`start_recording` checks the target (``target_process``: every refusal comes
+before anything is written into it), writes the session's files (``session_files``),
+has the target run the payload (``injection``) and waits, for a bounded time, for its
+answer; :func:`stop_recording` asks the payload's thread to end the capture and waits
+until it has, and until that thread is gone. Both raise :class:`AttachError` with a one-line
+reason. The target is never left half-attached: a payload that runs after attach gave
+up waiting finds the session cancelled and does nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from memtape.attach import injection, target_process
+from memtape.attach.bootstrap import payload_code
+from memtape.attach.builds import build_for
+from memtape.attach.session_files import SessionFiles, read_json, sessions_of, wait_for, write_json
+from memtape.attach.target_process import AttachError, TargetProcess, is_alive
+
+#: How long attach waits for the target to run the payload (it runs at the target's next
+#: safe point: at once for a program running Python code).
+ATTACH_WAIT_S = 10.0
+#: How long detach waits for the capture to end and memtape's thread to go.
+STOP_WAIT_S = 30.0
+
+
+@dataclass(frozen=True)
+class AttachOptions:
+    """What to record (as ``memtape run``'s options of the same names)."""
+
+    output: str
+    nframe: int = 64
+    min_size: int = 0
+    native_heap: bool = True
+    native_stacks: bool = False
+    #: Seconds after which the target stops recording by itself (None: until detach).
+    duration: float | None = None
+    #: Count the live objects by type before recording starts.
+    census: bool = True
+    wait_s: float = ATTACH_WAIT_S
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A recording running in another process."""
+
+    target: TargetProcess
+    files: SessionFiles
+    output: str
+    route: str
+    census: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a recording in another process ended."""
+
+    pid: int
+    output: str | None
+    #: ``detached``, ``duration`` or ``interpreter-exit``.
+    exit: str
+    events: int | None
+
+
+def _clear_stale(pid: int, start_ticks: int) -> None:
+    """Removes session directories of ``pid`` left by an earlier process with this pid,
+    or by a session that has ended; AttachError when one is running."""
+    for files in sessions_of(pid):
+        current = files.directory == SessionFiles.of(pid, start_ticks).directory
+        if current and os.path.exists(files.control) and not os.path.exists(files.ended):
+            request = read_json(files.request) or {}
+            raise AttachError(
+                f"process {pid} is already being recorded by memtape attach into "
+                f"{request.get('output', '?')} (stop it with: memtape detach {pid})"
+            )
+        if current and files.decided() is None and os.path.exists(files.request):
+            raise AttachError(f"memtape is attaching to process {pid} already")
+        files.remove()
+
+
+def _write_session(
+    target: TargetProcess, package: str, route: str, options: AttachOptions
+) -> SessionFiles:
+    files = SessionFiles.of(target.pid, target.start_ticks)
+    try:
+        os.mkdir(files.directory, 0o700)
+    except FileExistsError:
+        raise AttachError(f"memtape is attaching to process {target.pid} already") from None
+    try:
+        os.mkfifo(files.control, 0o600)
+        write_json(
+            files.request,
+            {
+                "directory": files.directory,
+                "package_parent": os.path.dirname(package),
+                "route": route,
+                "output": options.output,
+                "nframe": options.nframe,
+                "min_size": options.min_size,
+                "native_heap": options.native_heap,
+                "native_stacks": options.native_stacks,
+                "duration": options.duration,
+                "census": options.census,
+            },
+        )
+        with open(files.script, "w", encoding="utf-8") as f:
+            f.write(payload_code(package, files.request) + "\n")
+        if target.uid != os.geteuid() or target.gid != os.getegid():
+            # The target's user reads and writes the session (memtape runs as root here).
+            for path in (files.directory, files.control, files.request, files.script):
+                os.chown(path, target.uid, target.gid)
+    except OSError as exc:
+        files.remove()
+        raise AttachError(f"cannot write the session files in {files.directory}: {exc}") from None
+    return files
+
+
+def _cancel(target: TargetProcess, files: SessionFiles, waited: float) -> None:
+    """Gives up on a payload that has not answered: an AttachError, unless it started meanwhile."""
+    if not is_alive(target.pid, target.start_ticks):
+        files.remove()
+        raise AttachError(f"process {target.pid} exited during the attach; nothing was recorded")
+    if files.decide("cancelled"):
+        # The payload may still run later: it finds the session cancelled and removes it.
+        raise AttachError(
+            f"process {target.pid} did not run memtape's payload within {waited:.0f} s (its "
+            "main thread runs no Python code: blocked in a C call or waiting on a lock); "
+            "nothing was changed in it"
+        )
+
+
+def start_recording(pid: int, options: AttachOptions) -> Attachment:
+    """Starts recording process ``pid`` into ``options.output``; AttachError with the reason
+    when it cannot, the target then being as it was."""
+    target = target_process.inspect(pid)
+    _clear_stale(pid, target.start_ticks)
+    route = injection.route_for(target)
+    package = build_for(target)
+    files = _write_session(target, package, route, options)
+    try:
+        if route == "remote_exec":
+            injection.remote_exec(target, files.script)
+        else:
+            injection.gdb(target, payload_code(package, files.request))
+    except AttachError:
+        files.remove()
+        raise
+    alive = functools.partial(is_alive, pid, target.start_ticks)
+    result = wait_for(files.result, options.wait_s, alive)
+    if result is None:
+        _cancel(target, files, options.wait_s)
+        # It started just as we gave up: its answer comes at once.
+        result = wait_for(files.result, STOP_WAIT_S, alive)
+        if result is None:
+            files.remove()
+            raise AttachError(f"process {pid} exited during the attach")
+    if "error" in result:
+        files.remove()
+        raise AttachError(f"could not start recording in process {pid}: {result['error']}")
+    return Attachment(target, files, options.output, route, result.get("census"))
+
+
+def _thread_gone(pid: int, thread: object, timeout_s: float) -> None:
+    """Waits until memtape's thread has left the target (its task disappears)."""
+    if not isinstance(thread, int):
+        return
+    deadline = time.monotonic() + timeout_s
+    while os.path.exists(f"/proc/{pid}/task/{thread}") and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _ending(
+    pid: int, files: SessionFiles, request: dict[str, Any], ended: dict[str, Any]
+) -> Ending:
+    _thread_gone(pid, ended.get("thread"), STOP_WAIT_S)
+    files.remove()
+    if "error" in ended:
+        raise AttachError(f"the capture in process {pid} did not end cleanly: {ended['error']}")
+    return Ending(pid, request.get("output"), str(ended.get("exit")), ended.get("events"))
+
+
+def wait_until_ended(attachment: Attachment, timeout_s: float | None = None) -> Ending | None:
+    """Waits until the recording ends by itself (``--duration``, or the target exits);
+    None after ``timeout_s``."""
+    pid, files = attachment.target.pid, attachment.files
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while deadline is None or time.monotonic() < deadline:
+        ended = read_json(files.ended)
+        if ended is not None:
+            return _ending(pid, files, read_json(files.request) or {}, ended)
+        if not is_alive(pid, attachment.target.start_ticks):
+            files.remove()
+            return Ending(pid, attachment.output, "killed", None)
+        time.sleep(0.05)
+    return None
+
+
+def stop_recording(pid: int) -> Ending:
+    """Ends the recording memtape attach started in process ``pid`` and waits until
+    memtape has left it; AttachError when there is none."""
+    state, start_ticks = target_process.proc_state(pid)
+    files = SessionFiles.of(pid, start_ticks)
+    request = read_json(files.request)
+    if request is None:
+        for stale in sessions_of(pid):
+            stale.remove()
+        raise AttachError(f"process {pid} is not being recorded by memtape attach")
+    ended = read_json(files.ended)
+    if ended is None:
+        if state in ("T", "t"):
+            raise AttachError(
+                f"process {pid} is stopped (state {state}): resume it first (kill -CONT {pid})"
+            )
+        target_process.check_rights(pid, os.stat(f"/proc/{pid}").st_uid)
+        try:
+            fd = os.open(files.control, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            # No reader: the payload's thread is not there (the start failed or is
+            # still under way).
+            if files.decided() is None:
+                raise AttachError(f"memtape is still attaching to process {pid}") from None
+            files.remove()
+            raise AttachError(f"process {pid} is not being recorded by memtape attach") from None
+        try:
+            os.write(fd, b"stop")
+        finally:
+            os.close(fd)
+        alive = functools.partial(is_alive, pid, start_ticks)
+        ended = wait_for(files.ended, STOP_WAIT_S, alive)
+        if ended is None:
+            with contextlib.suppress(OSError):
+                files.remove()
+            if not alive():
+                raise AttachError(f"process {pid} exited while memtape stopped recording it")
+            raise AttachError(f"process {pid} did not end its capture within {STOP_WAIT_S:.0f} s")
+    return _ending(pid, files, request, ended)
+
+
+def describe_census(census: dict[str, Any], limit: int = 10) -> list[str]:
+    """The census as lines of text (``memtape stats`` and ``memtape attach`` print it)."""
+    from memtape.byte_size import format_size
+
+    lines = [
+        f"{census['objects']:,} objects, {format_size(int(census['bytes']))} "
+        f"(counted in {float(census.get('seconds', 0)):.2f} s)"
+    ]
+    rows = [
+        (t["type"], f"{t['count']:,}", format_size(int(t["bytes"])))
+        for t in census["types"][:limit]
+    ]
+    if rows:
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        for name, count, size in rows:
+            lines.append(f"  {size.rjust(widths[2])}  {count.rjust(widths[1])}  {name}")
+    return lines

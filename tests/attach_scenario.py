@@ -1,0 +1,232 @@
+"""Real target processes for the ``memtape attach`` tests, and the scenarios that drive
+them. Standard library only: the 3.14/3.15 scenarios run this file as a script inside
+the Debian-unstable root (``scripts/sid_root.sh run python3.14 attach_scenario.py ...``),
+printing their result as JSON.
+
+The target (``TARGET_SOURCE``) holds objects made before any attach (2,000 ``Before``
+instances), then serves commands it finds as numbered files in its command directory:
+``alloc`` makes three 100,000-byte ``bytes`` objects on one known line, ``check``
+writes what it sees of memtape from inside (its threads, and the interpreter's PEP 445
+allocator functions compared with those it had at start: memtape's hooks replace them),
+``exit`` ends it with status 3. It prints the same lines whatever memtape does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+TIMEOUT_S = 60.0
+
+TARGET_SOURCE = """\
+import ctypes, json, os, sys, threading, time
+
+class Before:
+    pass
+
+before = [Before() for _ in range(2000)]
+kept = [None] * 64
+slot = 0
+
+class Allocator(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_void_p) for name in ("ctx", "malloc", "calloc", "realloc", "free")]
+
+get_allocator = ctypes.pythonapi.PyMem_GetAllocator
+get_allocator.argtypes = [ctypes.c_int, ctypes.POINTER(Allocator)]
+get_allocator.restype = None
+
+def allocators():
+    found = []
+    for domain in (0, 1, 2):  # PYMEM_DOMAIN_RAW, _MEM, _OBJ
+        a = Allocator()
+        get_allocator(domain, ctypes.byref(a))
+        found.append([a.ctx, a.malloc, a.calloc, a.realloc, a.free])
+    return found
+
+at_start = allocators()
+commands = sys.argv[1]
+open(os.path.join(commands, "ready"), "w").close()
+print("started", flush=True)
+n = 0
+while True:
+    path = os.path.join(commands, str(n))
+    if not os.path.exists(path):
+        time.sleep(0.01)
+        continue
+    with open(path) as f:
+        command = f.read()
+    n += 1
+    if command == "alloc":
+        for _ in range(3):
+            kept[slot] = bytes(100_000)  # @alloc
+            slot += 1
+        print("allocated", flush=True)
+    elif command == "check":
+        seen = {
+            "threads": sorted(t.name for t in threading.enumerate()),
+            "tasks": len(os.listdir("/proc/self/task")),
+            "allocators_as_at_start": allocators() == at_start,
+            "block_size": sys.getsizeof(bytes(100_000)),
+        }
+        with open(path + ".json", "w") as f:
+            json.dump(seen, f)
+    elif command == "exit":
+        break
+    open(path + ".done", "w").close()
+print("bye", flush=True)
+sys.exit(3)
+"""
+
+
+def alloc_line() -> int:
+    """The line of the target that allocates after the attach."""
+    lines = TARGET_SOURCE.splitlines()
+    return next(i for i, text in enumerate(lines, 1) if text.endswith("# @alloc"))
+
+
+class Target:
+    """A running target process in ``workdir``."""
+
+    def __init__(
+        self,
+        python: str,
+        workdir: Path,
+        env: dict[str, str] | None = None,
+        options: tuple[str, ...] = (),
+    ) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.script = workdir / "target.py"
+        self.script.write_text(TARGET_SOURCE)
+        self.commands = workdir / "commands"
+        self.commands.mkdir()
+        self.sent = 0
+        if env is None:
+            # memtape is not importable in the target: the payload brings it.
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        self.proc = subprocess.Popen(
+            [python, *options, str(self.script), str(self.commands)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        self.pid = self.proc.pid
+        self._wait_for(self.commands / "ready")
+
+    def _wait_for(self, path: Path) -> None:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not path.exists():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the target exited: {self.proc.communicate()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the target did not write {path}")
+            time.sleep(0.01)
+
+    def send(self, command: str) -> Path:
+        path = self.commands / str(self.sent)
+        self.sent += 1
+        partial = path.with_suffix(".partial")
+        partial.write_text(command)
+        partial.rename(path)
+        self._wait_for(path.with_name(path.name + ".done"))
+        return path
+
+    def check(self) -> dict[str, Any]:
+        path = self.send("check")
+        return json.loads(path.with_name(path.name + ".json").read_text())
+
+    def finish(self) -> dict[str, Any]:
+        path = self.commands / str(self.sent)
+        path.write_text("exit")
+        out, err = self.proc.communicate(timeout=TIMEOUT_S)
+        return {"stdout": out, "stderr": err, "returncode": self.proc.returncode}
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+def run(argv: list[str], timeout: float = TIMEOUT_S) -> dict[str, Any]:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    return {"stdout": done.stdout, "stderr": done.stderr, "returncode": done.returncode}
+
+
+def read_capture(memtape: list[str], capture: Path) -> dict[str, Any]:
+    """What ``top --json`` and ``stats --json`` say of the capture."""
+    top = run([*memtape, "top", "--json", "--at", "end", str(capture)])
+    stats = run([*memtape, "stats", "--json", str(capture)])
+    return {
+        "top": json.loads(top["stdout"]) if top["returncode"] == 0 else top,
+        "stats": json.loads(stats["stdout"]) if stats["returncode"] == 0 else stats,
+        "top_stderr": top["stderr"],
+    }
+
+
+def unattached(python: str, workdir: Path) -> dict[str, Any]:
+    """The target's run without memtape: alloc, check, exit."""
+    target = Target(python, workdir)
+    try:
+        target.send("alloc")
+        check = target.check()
+        return {"check": check, "end": target.finish()}
+    finally:
+        target.kill()
+
+
+def attach_then_detach(python: str, memtape: list[str], workdir: Path, how: str) -> dict[str, Any]:
+    """Attach, allocate, then stop by ``how``: ``detach`` (memtape detach) or
+    ``duration`` (--duration); check from inside, exit; read the capture."""
+    target = Target(python, workdir / "target")
+    capture = workdir / "attached.mtape"
+    result: dict[str, Any] = {
+        "pid": target.pid,
+        "alloc_line": alloc_line(),
+        "script": str(target.script),
+    }
+    try:
+        result["before"] = target.check()
+        attach = [*memtape, "attach", str(target.pid), "-o", str(capture)]
+        if how == "detach":
+            result["attach"] = run(attach)
+            result["during"] = target.check()
+            target.send("alloc")
+            result["detach"] = run([*memtape, "detach", str(target.pid)])
+        else:
+            waiting = subprocess.Popen(
+                [*attach, "--duration", "3"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            deadline = time.monotonic() + TIMEOUT_S
+            while target.check()["allocators_as_at_start"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            result["during"] = target.check()
+            target.send("alloc")
+            out, err = waiting.communicate(timeout=TIMEOUT_S)
+            result["attach"] = {"stdout": out, "stderr": err, "returncode": waiting.returncode}
+        result["after"] = target.check()
+        result["sessions_left"] = [
+            n for n in os.listdir("/tmp") if n.startswith(f"memtape-attach.{target.pid}.")
+        ]
+        result["end"] = target.finish()
+    finally:
+        target.kill()
+    result["unattached"] = unattached(python, workdir / "unattached")
+    result |= read_capture(memtape, capture)
+    return result
+
+
+if __name__ == "__main__":
+    # attach_scenario.py PYTHON WORKDIR HOW: runs memtape with the running interpreter.
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        memtape = [sys.executable, "-m", "memtape"]
+        print(json.dumps(attach_then_detach(sys.argv[1], memtape, Path(scratch), sys.argv[2])))

@@ -1,0 +1,113 @@
+"""``memtape attach PID`` / ``memtape detach PID`` on real target processes: CPython
+3.11 to 3.13 here (through gdb), 3.14 (PEP 768) and 3.15 (gdb, from a memtape running
+on 3.14) in the Debian-unstable root. Each scenario (``attach_scenario``) attaches to a
+running target, has it allocate on a known line, stops the recording (``memtape
+detach``, or ``--duration``), checks from inside the target that memtape left nothing
+behind, and compares the target's output and exit status with a run never attached."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from attach_scenario import attach_then_detach
+
+REPO = Path(__file__).resolve().parent.parent
+MEMTAPE = [sys.executable, "-m", "memtape"]
+# The interpreter under the test's virtual environment: no memtape installed in it.
+BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)
+HOST_PYTHONS = {
+    "3.11": BASE_PYTHON,
+    "3.12": "/root/.pyenv/versions/3.12.1/bin/python3.12",
+    "3.13": "/root/.pyenv/versions/3.13.0/bin/python3.13",
+}
+
+
+def assert_attached_cleanly(result: dict[str, Any], ended_by: str) -> None:
+    """What every attach scenario must show."""
+    assert result["attach"]["returncode"] == 0, result["attach"]
+    assert "recording process" in result["attach"]["stderr"]
+    if ended_by == "detached":
+        assert result["detach"]["returncode"] == 0, result["detach"]
+        assert "capture complete (detached" in result["detach"]["stderr"]
+    else:
+        assert "capture complete (the duration has passed" in result["attach"]["stderr"]
+    before, during, after = result["before"], result["during"], result["after"]
+    # memtape was there: its thread and its allocator hooks ...
+    assert "memtape-attach" in during["threads"]
+    assert not during["allocators_as_at_start"]
+    # ... and left nothing behind.
+    assert before["threads"] == after["threads"] == ["MainThread"]
+    assert after["tasks"] == before["tasks"]
+    assert after["allocators_as_at_start"]
+    assert result["sessions_left"] == []
+    # The target ran as it does without memtape.
+    assert result["end"] == result["unattached"]["end"]
+    assert result["end"]["returncode"] == 3
+    # Exactly the three blocks allocated after the attach, on their line.
+    sites = result["top"]["sites"]
+    at_line = [
+        s
+        for s in sites
+        if s["frames"][0]["filename"] == result["script"]
+        and s["frames"][0]["line"] == result["alloc_line"]
+    ]
+    assert len(at_line) == 1, sites
+    assert at_line[0]["count"] == 3
+    assert at_line[0]["bytes"] == 3 * before["block_size"]
+    run = result["stats"]["run"]
+    assert run["exit"] == ended_by and not run["cut_short"]
+
+
+@pytest.mark.parametrize("version", sorted(HOST_PYTHONS))
+def test_attach_then_detach_through_gdb(version: str, tmp_path: Path) -> None:
+    result = attach_then_detach(HOST_PYTHONS[version], MEMTAPE, tmp_path, "detach")
+    assert "through gdb" in result["attach"]["stderr"]
+    assert_attached_cleanly(result, "detached")
+
+
+def test_attach_for_a_duration(tmp_path: Path) -> None:
+    result = attach_then_detach(BASE_PYTHON, MEMTAPE, tmp_path, "duration")
+    assert_attached_cleanly(result, "duration")
+
+
+def in_sid_root(cli_python: str, target_python: str, how: str) -> dict[str, Any]:
+    """The scenario run inside the Debian-unstable root, memtape on ``cli_python``."""
+    done = subprocess.run(
+        [
+            "bash",
+            str(REPO / "scripts" / "sid_root.sh"),
+            "run",
+            "env",
+            f"PYTHONPATH={REPO / 'python'}",
+            cli_python,
+            str(REPO / "tests" / "attach_scenario.py"),
+            target_python,
+            how,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def test_attach_314_through_pep_768() -> None:
+    result = in_sid_root("python3.14", "python3.14", "detach")
+    assert "through PEP 768" in result["attach"]["stderr"]
+    assert_attached_cleanly(result, "detached")
+
+
+def test_attach_315_from_314_through_gdb() -> None:
+    """sys.remote_exec needs the target's version: memtape on 3.14 reaches a 3.15
+    target through gdb instead."""
+    result = in_sid_root("python3.14", "python3.15", "duration")
+    assert "through gdb" in result["attach"]["stderr"]
+    assert_attached_cleanly(result, "duration")

@@ -161,7 +161,12 @@ def read_capture(memtape: list[str], capture: Path) -> dict[str, Any]:
     """What ``top --json`` and ``stats --json`` say of the capture."""
     top = run([*memtape, "top", "--json", "--at", "end", str(capture)])
     stats = run([*memtape, "stats", "--json", str(capture)])
+    text = run([*memtape, "stats", str(capture)])
+    page = capture.with_suffix(".html")
+    run([*memtape, "report", str(capture), "-o", str(page)])
     return {
+        "stats_text": text["stdout"],
+        "report": page.read_text() if page.exists() else "",
         "top": json.loads(top["stdout"]) if top["returncode"] == 0 else top,
         "stats": json.loads(stats["stdout"]) if stats["returncode"] == 0 else stats,
         "top_stderr": top["stderr"],

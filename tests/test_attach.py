@@ -61,6 +61,16 @@ def assert_attached_cleanly(result: dict[str, Any], ended_by: str) -> None:
     assert at_line[0]["bytes"] == 3 * before["block_size"]
     run = result["stats"]["run"]
     assert run["exit"] == ended_by and not run["cut_short"]
+    # Every report says what it cannot see, and what was there.
+    attached = result["stats"]["attached"]
+    assert "memory allocated before is not attributed" in attached["note"]
+    assert "memory allocated before is not attributed" in result["top_stderr"]
+    assert "memory allocated before is not attributed" in result["report"]
+    assert "memory allocated before is not attributed" in result["stats_text"]
+    assert "Alive at the attach:" in result["stats_text"]
+    assert "__main__.Before" in result["stats_text"]
+    census = {t["type"]: t for t in attached["census"]["types"]}
+    assert census["__main__.Before"]["count"] == 2000, census
 
 
 @pytest.mark.parametrize("version", sorted(HOST_PYTHONS))

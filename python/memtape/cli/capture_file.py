@@ -79,6 +79,11 @@ def open_capture(
         )
     for note in capture.native_notes:
         print(f"memtape {command}: note: {note}", file=sys.stderr)
+    from memtape.cli.attach_note import attach_note, attached_info
+
+    attached = attached_info(capture)
+    if attached is not None:
+        print(f"memtape {command}: note: {attach_note(attached)}", file=sys.stderr)
     return capture
 
 

@@ -9,6 +9,7 @@ combined, or each one's own report); --pid writes one process' report."""
 from __future__ import annotations
 
 from memtape.cli import process_set as ps
+from memtape.cli.attach_note import attached_info, with_banner
 from memtape.cli.capture_file import refuse_overwrite, write_text
 from memtape.cli.command_parser import command_parser, whole_number
 from memtape.cli.import_option import add_imports_option
@@ -40,7 +41,8 @@ def main(argv: list[str]) -> int:
 
         page = set_report(pset, args.top, args.file)
     else:
-        page = pset.root.capture.html_report(args.top)
+        capture = pset.root.capture
+        page = with_banner(capture.html_report(args.top), attached_info(capture))
     write_text("report", args.output, page)
     print(f"wrote {args.output}")
     return 0

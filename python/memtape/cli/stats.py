@@ -11,6 +11,7 @@ from typing import Any
 from memtape.byte_size import format_size
 from memtape.cli import process_set as ps
 from memtape.cli import process_set_sites as pss
+from memtape.cli.attach_note import attach_note, attached_info, census_lines
 from memtape.cli.command_parser import command_parser, whole_number
 from memtape.cli.import_option import add_imports_option
 
@@ -34,9 +35,18 @@ def main(argv: list[str]) -> int:
     if len(pset.processes) > 1:
         return _combined(pset, args.limit, args.json)
     if args.json:
-        print(capture.summary_json(args.limit))
+        data = json.loads(capture.summary_json(args.limit))
+        attached = attached_info(capture)
+        if attached is not None:
+            data["attached"] = attached | {"note": attach_note(attached)}
+        print(json.dumps(data, separators=(",", ":")))
         return 0
     print(capture.stats_text())
+    attached = attached_info(capture)
+    if attached is not None:
+        print(f"\nNote: {attach_note(attached)}.")
+        for line in census_lines(attached):
+            print(line)
     print("\nTop allocation sites at the peak:")
     print(capture.top_text("lineno", "peak", args.limit))
     return 0

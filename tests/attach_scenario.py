@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ from typing import Any
 TIMEOUT_S = 60.0
 
 TARGET_SOURCE = """\
-import ctypes, json, os, sys, threading, time
+import ctypes, json, os, signal, sys, threading, time
 
 class Before:
     pass
@@ -48,6 +49,8 @@ def allocators():
     return found
 
 at_start = allocators()
+released = threading.Event()
+signal.signal(signal.SIGUSR1, lambda *_: released.set())
 commands = sys.argv[1]
 open(os.path.join(commands, "ready"), "w").close()
 print("started", flush=True)
@@ -65,8 +68,12 @@ while True:
             kept[slot] = bytes(100_000)  # @alloc
             slot += 1
         print("allocated", flush=True)
+    elif command == "block":  # the main thread waits, in C, until SIGUSR1
+        open(path + ".blocked", "w").close()
+        released.wait()
     elif command == "check":
         seen = {
+            "memtape_imported": "memtape" in sys.modules,
             "threads": sorted(t.name for t in threading.enumerate()),
             "tasks": len(os.listdir("/proc/self/task")),
             "allocators_as_at_start": allocators() == at_start,
@@ -127,22 +134,37 @@ class Target:
                 raise AssertionError(f"the target did not write {path}")
             time.sleep(0.01)
 
-    def send(self, command: str) -> Path:
+    def _post(self, command: str) -> Path:
+        """Writes the next command file whole (the target may look at any moment)."""
         path = self.commands / str(self.sent)
         self.sent += 1
         partial = path.with_suffix(".partial")
         partial.write_text(command)
         partial.rename(path)
+        return path
+
+    def send(self, command: str) -> Path:
+        path = self._post(command)
         self._wait_for(path.with_name(path.name + ".done"))
         return path
+
+    def block(self) -> Path:
+        """Has the target's main thread wait in C (a lock) until :meth:`release`; the
+        path whose ``.done`` says it went on."""
+        path = self._post("block")
+        self._wait_for(path.with_name(path.name + ".blocked"))
+        return path
+
+    def release(self, blocked: Path) -> None:
+        os.kill(self.pid, signal.SIGUSR1)
+        self._wait_for(blocked.with_name(blocked.name + ".done"))
 
     def check(self) -> dict[str, Any]:
         path = self.send("check")
         return json.loads(path.with_name(path.name + ".json").read_text())
 
     def finish(self) -> dict[str, Any]:
-        path = self.commands / str(self.sent)
-        path.write_text("exit")
+        self._post("exit")
         out, err = self.proc.communicate(timeout=TIMEOUT_S)
         return {"stdout": out, "stderr": err, "returncode": self.proc.returncode}
 
@@ -228,10 +250,50 @@ def attach_then_detach(python: str, memtape: list[str], workdir: Path, how: str)
     return result
 
 
+def remote_debug_disabled(python: str, memtape: list[str], workdir: Path) -> dict[str, Any]:
+    """memtape attach to targets that turned PEP 768 off, each way; then each target's
+    own check and end."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    ways: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
+        "environment": (env | {"PYTHON_DISABLE_REMOTE_DEBUG": "1"}, ()),
+        "option": (env, ("-X", "disable-remote-debug")),
+    }
+    results: dict[str, Any] = {}
+    for name, (target_env, options) in ways.items():
+        target = Target(python, workdir / name, target_env, options)
+        try:
+            attach = run([*memtape, "attach", str(target.pid), "-o", str(workdir / "x.mtape")])
+            results[name] = {"attach": attach, "check": target.check(), "end": target.finish()}
+        finally:
+            target.kill()
+    return results
+
+
+def no_gdb_version_mismatch(python: str, memtape: list[str], workdir: Path) -> dict[str, Any]:
+    """memtape on another minor version than the target's (3.14+), without gdb on PATH."""
+    target = Target(python, workdir / "target")
+    try:
+        env = os.environ | {"PATH": str(workdir)}
+        argv = [*memtape, "attach", str(target.pid), "-o", str(workdir / "x.mtape")]
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+        attach = {"stdout": done.stdout, "stderr": done.stderr, "returncode": done.returncode}
+        return {"attach": attach, "check": target.check(), "end": target.finish()}
+    finally:
+        target.kill()
+
+
+SCENARIOS = {
+    "detach": lambda python, memtape, work: attach_then_detach(python, memtape, work, "detach"),
+    "duration": lambda python, memtape, work: attach_then_detach(python, memtape, work, "duration"),
+    "remote-debug-disabled": remote_debug_disabled,
+    "no-gdb": no_gdb_version_mismatch,
+}
+
 if __name__ == "__main__":
-    # attach_scenario.py PYTHON WORKDIR HOW: runs memtape with the running interpreter.
+    # attach_scenario.py PYTHON SCENARIO: memtape runs on the running interpreter, the
+    # target on PYTHON; prints what the scenario found as JSON.
     import tempfile
 
     with tempfile.TemporaryDirectory() as scratch:
         memtape = [sys.executable, "-m", "memtape"]
-        print(json.dumps(attach_then_detach(sys.argv[1], memtape, Path(scratch), sys.argv[2])))
+        print(json.dumps(SCENARIOS[sys.argv[2]](sys.argv[1], memtape, Path(scratch))))

@@ -85,8 +85,9 @@ def test_attach_for_a_duration(tmp_path: Path) -> None:
     assert_attached_cleanly(result, "duration")
 
 
-def in_sid_root(cli_python: str, target_python: str, how: str) -> dict[str, Any]:
-    """The scenario run inside the Debian-unstable root, memtape on ``cli_python``."""
+def in_sid_root(cli_python: str, target_python: str, scenario: str) -> dict[str, Any]:
+    """A scenario of ``attach_scenario`` run inside the Debian-unstable root, memtape on
+    ``cli_python``, the target on ``target_python``."""
     done = subprocess.run(
         [
             "bash",
@@ -97,7 +98,7 @@ def in_sid_root(cli_python: str, target_python: str, how: str) -> dict[str, Any]
             cli_python,
             str(REPO / "tests" / "attach_scenario.py"),
             target_python,
-            how,
+            scenario,
         ],
         capture_output=True,
         text=True,

@@ -141,6 +141,9 @@ def start_recording(pid: int, options: AttachOptions) -> Attachment:
     when it cannot, the target then being as it was."""
     target = target_process.inspect(pid)
     _clear_stale(pid, target.start_ticks)
+    recorded = target_process.open_captures(pid)
+    if recorded:  # by memtape run, a notebook cell, the pytest plugin
+        raise AttachError(f"process {pid} is already being recorded by memtape into {recorded[0]}")
     route = injection.route_for(target)
     package = build_for(target)
     files = _write_session(target, package, route, options)

@@ -232,7 +232,4 @@ def inspect(pid: int) -> TargetProcess:
         disabled = _remote_debug_disabled(pid)
         if disabled is not None:
             raise AttachError(f"process {pid} has remote debugging disabled: {disabled}")
-    recorded = open_captures(pid)
-    if recorded:
-        raise AttachError(f"process {pid} is already being recorded by memtape into {recorded[0]}")
     return TargetProcess(pid, version, path, executable, start_ticks, owner.st_uid, owner.st_gid)

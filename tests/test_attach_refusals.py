@@ -1,0 +1,265 @@
+"""Every way ``memtape attach`` (and ``detach``) refuses: one line naming the reason,
+exit status 2, and the target running on as if nothing had happened (checked from
+inside it: no memtape thread, module or allocator hook, same output and status)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from attach_scenario import Target
+from test_attach import BASE_PYTHON, HOST_PYTHONS, MEMTAPE, REPO, in_sid_root
+
+PYTHON_310 = "/root/.pyenv/versions/3.10.13/bin/python3.10"
+
+
+def memtape(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> Any:
+    return subprocess.run(
+        [*MEMTAPE, *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
+
+
+def assert_refused(done: Any, command: str, reason: str) -> None:
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"memtape {command}: "), done.stderr
+    assert reason in lines[0], lines[0]
+    assert done.stdout == ""
+
+
+def assert_untouched(target: Target, tmp_path: Path) -> None:
+    """The target runs on as before: nothing of memtape's in it, same output and status."""
+    seen = target.check()
+    assert seen["threads"] == ["MainThread"]
+    assert seen["allocators_as_at_start"] and not seen["memtape_imported"]
+    assert not [n for n in os.listdir("/tmp") if n.startswith(f"memtape-attach.{target.pid}.")]
+    target.send("alloc")
+    end = target.finish()
+    assert end == {"stdout": "started\nallocated\nbye\n", "stderr": "", "returncode": 3}
+    assert not list(tmp_path.glob("*.mtape"))
+
+
+def test_no_such_process(tmp_path: Path) -> None:
+    with open("/proc/sys/kernel/pid_max") as f:
+        missing = int(f.read()) + 1
+    done = memtape("attach", str(missing), "-o", str(tmp_path / "x.mtape"))
+    assert_refused(done, "attach", f"no process {missing}")
+    assert_refused(memtape("detach", str(missing)), "detach", f"no process {missing}")
+
+
+def test_not_a_python_process(tmp_path: Path) -> None:
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        done = memtape("attach", str(sleeper.pid), "-o", str(tmp_path / "x.mtape"))
+        assert_refused(done, "attach", f"process {sleeper.pid} is not a CPython process")
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_unsupported_version(tmp_path: Path) -> None:
+    target = Target(PYTHON_310, tmp_path / "target")
+    try:
+        done = memtape("attach", str(target.pid), "-o", str(tmp_path / "x.mtape"))
+        assert_refused(done, "attach", "runs CPython 3.10: memtape attaches to 3.11 to 3.15")
+        assert_untouched(target, tmp_path)
+    finally:
+        target.kill()
+
+
+def test_no_rights_to_trace(tmp_path: Path) -> None:
+    """memtape as another user (nobody) than the target's (root), without CAP_SYS_PTRACE."""
+    target = Target(BASE_PYTHON, tmp_path / "target")
+    try:
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        argv += ["/usr/bin/python3.11", "-m", "memtape", "attach", str(target.pid)]
+        env = {"PYTHONPATH": str(REPO / "python"), "PATH": os.environ["PATH"]}
+        done = subprocess.run(
+            [*argv, "-o", "/tmp/never.mtape"], capture_output=True, text=True, env=env, cwd="/tmp"
+        )
+        assert_refused(done, "attach", f"no permission to trace process {target.pid} (user 0;")
+        assert "CAP_SYS_PTRACE" in done.stderr
+        assert_untouched(target, tmp_path)
+    finally:
+        target.kill()
+
+
+def test_stopped_target(tmp_path: Path) -> None:
+    target = Target(BASE_PYTHON, tmp_path / "target")
+    try:
+        os.kill(target.pid, signal.SIGSTOP)
+        while open(f"/proc/{target.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "T":
+            time.sleep(0.01)
+        done = memtape("attach", str(target.pid), "-o", str(tmp_path / "x.mtape"))
+        assert_refused(done, "attach", f"process {target.pid} is stopped (state T")
+        assert f"kill -CONT {target.pid}" in done.stderr
+        os.kill(target.pid, signal.SIGCONT)
+        assert_untouched(target, tmp_path)
+    finally:
+        target.kill()
+
+
+def test_already_recorded_by_attach(tmp_path: Path) -> None:
+    target = Target(BASE_PYTHON, tmp_path / "target")
+    first = tmp_path / "first.mtape"
+    try:
+        assert memtape("attach", str(target.pid), "-o", str(first)).returncode == 0
+        done = memtape("attach", str(target.pid), "-o", str(tmp_path / "second.mtape"))
+        assert_refused(done, "attach", f"process {target.pid} is already being recorded")
+        assert str(first) in done.stderr and f"memtape detach {target.pid}" in done.stderr
+        assert not (tmp_path / "second.mtape").exists()
+        assert memtape("detach", str(target.pid)).returncode == 0
+        # Once detached, there is nothing to detach.
+        again = memtape("detach", str(target.pid))
+        assert_refused(again, "detach", f"process {target.pid} is not being recorded")
+        assert target.check()["threads"] == ["MainThread"]
+    finally:
+        target.kill()
+
+
+def test_already_recorded_by_memtape_run(tmp_path: Path) -> None:
+    program = tmp_path / "prog.py"
+    program.write_text("import time\nwhile True:\n    time.sleep(0.05)\n")
+    capture = tmp_path / "run.mtape"
+    run = subprocess.Popen([*MEMTAPE, "run", "-q", "-o", str(capture), str(program)])
+    try:
+        while not capture.exists():
+            time.sleep(0.05)
+        time.sleep(0.5)
+        done = memtape("attach", str(run.pid), "-o", str(tmp_path / "x.mtape"))
+        assert_refused(done, "attach", f"already being recorded by memtape into {capture}")
+        assert run.poll() is None
+    finally:
+        run.kill()
+        run.wait()
+
+
+def test_gdb_missing_for_311_to_313(tmp_path: Path) -> None:
+    target = Target(HOST_PYTHONS["3.13"], tmp_path / "target")
+    try:
+        env = os.environ | {"PATH": str(tmp_path)}  # no gdb there
+        done = memtape("attach", str(target.pid), "-o", str(tmp_path / "x.mtape"), env=env)
+        assert_refused(done, "attach", "attaching to CPython 3.13 (process")
+        assert "needs gdb, which is not on PATH" in done.stderr
+        assert_untouched(target, tmp_path)
+    finally:
+        target.kill()
+
+
+def test_missing_build(tmp_path: Path) -> None:
+    """A memtape with no build for the target's version (3.12 here) names what is missing."""
+    package = tmp_path / "lone" / "memtape"
+    shutil.copytree(
+        REPO / "python" / "memtape",
+        package,
+        ignore=lambda _, names: [
+            n for n in names if n.startswith("_native.cpython-31") and "-311-" not in n
+        ],
+    )
+    target = Target(HOST_PYTHONS["3.12"], tmp_path / "target")
+    try:
+        env = os.environ | {"PYTHONPATH": str(package.parent)}
+        env.pop("MEMTAPE_BUILDS", None)
+        done = memtape("attach", str(target.pid), "-o", str(tmp_path / "x.mtape"), env=env)
+        assert_refused(done, "attach", "no memtape build for CPython 3.12: no _native.cpython-312-")
+        assert str(package) in done.stderr and "MEMTAPE_BUILDS" in done.stderr
+        assert_untouched(target, tmp_path)
+    finally:
+        target.kill()
+    # Naming a directory that holds the build is enough.
+    target = Target(HOST_PYTHONS["3.12"], tmp_path / "second")
+    try:
+        env["MEMTAPE_BUILDS"] = str(REPO / "python")
+        assert (
+            memtape("attach", str(target.pid), "-o", str(tmp_path / "y.mtape"), env=env).returncode
+            == 0
+        )
+        assert memtape("detach", str(target.pid)).returncode == 0
+    finally:
+        target.kill()
+
+
+def test_payload_never_run_leaves_nothing(tmp_path: Path) -> None:
+    """A target whose main thread runs no Python code: attach gives up after --timeout,
+    and the payload, when the target gets to it later, does nothing at all."""
+    target = Target(BASE_PYTHON, tmp_path / "target")
+    try:
+        blocked = target.block()
+        started = time.monotonic()
+        done = memtape("attach", str(target.pid), "-o", str(tmp_path / "x.mtape"), "--timeout", "1")
+        assert time.monotonic() - started < 15
+        assert_refused(
+            done, "attach", f"process {target.pid} did not run memtape's payload within 1 s"
+        )
+        target.release(blocked)  # the queued payload runs now, and finds the attach cancelled
+        assert_untouched(target, tmp_path)
+    finally:
+        target.kill()
+
+
+def test_target_exits_during_the_attach(tmp_path: Path) -> None:
+    target = Target(BASE_PYTHON, tmp_path / "target")
+    try:
+        target.block()
+        attach = subprocess.Popen(
+            [
+                *MEMTAPE,
+                "attach",
+                str(target.pid),
+                "-o",
+                str(tmp_path / "x.mtape"),
+                "--timeout",
+                "60",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(2)  # gdb has queued the payload; the target has not run it
+        target.proc.kill()
+        out, err = attach.communicate(timeout=15)
+        assert_refused(
+            subprocess.CompletedProcess([], attach.returncode, out, err),
+            "attach",
+            f"process {target.pid} exited during the attach",
+        )
+        assert not [n for n in os.listdir("/tmp") if n.startswith(f"memtape-attach.{target.pid}.")]
+    finally:
+        target.kill()
+
+
+def test_remote_debugging_disabled_314() -> None:
+    """PYTHON_DISABLE_REMOTE_DEBUG and -X disable-remote-debug are the target's refusal."""
+    results = in_sid_root("python3.14", "python3.14", "remote-debug-disabled")
+    for how, expected in (
+        ("environment", "PYTHON_DISABLE_REMOTE_DEBUG is set in its environment"),
+        ("option", "it runs with -X disable-remote-debug"),
+    ):
+        result = results[how]
+        done = subprocess.CompletedProcess(
+            [],
+            result["attach"]["returncode"],
+            result["attach"]["stdout"],
+            result["attach"]["stderr"],
+        )
+        assert_refused(done, "attach", f"has remote debugging disabled: {expected}")
+        assert result["check"]["threads"] == ["MainThread"]
+        assert not result["check"]["memtape_imported"]
+        assert result["end"] == {"stdout": "started\nbye\n", "stderr": "", "returncode": 3}
+
+
+def test_other_version_without_gdb_314() -> None:
+    """memtape on 3.14, target on 3.15, no gdb: PEP 768 cannot cross versions."""
+    result = in_sid_root("python3.14", "python3.15", "no-gdb")
+    attach = result["attach"]
+    done = subprocess.CompletedProcess([], attach["returncode"], attach["stdout"], attach["stderr"])
+    assert_refused(done, "attach", "runs CPython 3.15 and memtape runs on 3.14")
+    assert "python3.15 -m memtape attach" in attach["stderr"]
+    assert not result["check"]["memtape_imported"]
+    assert result["end"]["returncode"] == 3

@@ -71,6 +71,12 @@ while True:
     elif command == "block":  # the main thread waits, in C, until SIGUSR1
         open(path + ".blocked", "w").close()
         released.wait()
+    elif command == "fork":  # a child that allocates and exits through atexit
+        child = os.fork()
+        if child == 0:
+            kept[slot] = bytes(100_000)
+            sys.exit(0)
+        os.waitpid(child, 0)
     elif command == "check":
         seen = {
             "memtape_imported": "memtape" in sys.modules,

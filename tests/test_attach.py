@@ -8,13 +8,14 @@ behind, and compares the target's output and exit status with a run never attach
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from attach_scenario import attach_then_detach
+from attach_scenario import Target, attach_then_detach, read_capture, run
 
 REPO = Path(__file__).resolve().parent.parent
 MEMTAPE = [sys.executable, "-m", "memtape"]
@@ -122,3 +123,40 @@ def test_attach_315_from_314_through_gdb() -> None:
     result = in_sid_root("python3.14", "python3.15", "duration")
     assert "through gdb" in result["attach"]["stderr"]
     assert_attached_cleanly(result, "duration")
+
+
+def test_target_exits_while_attached(tmp_path: Path) -> None:
+    """The target ends first: its capture is complete, ended by the interpreter's exit."""
+    target = Target(BASE_PYTHON, tmp_path / "target")
+    capture = tmp_path / "exited.mtape"
+    try:
+        assert run([*MEMTAPE, "attach", str(target.pid), "-o", str(capture)])["returncode"] == 0
+        target.send("alloc")
+        end = target.finish()
+    finally:
+        target.kill()
+    assert end == {"stdout": "started\nallocated\nbye\n", "stderr": "", "returncode": 3}
+    stats = read_capture(MEMTAPE, capture)["stats"]
+    assert stats["run"]["exit"] == "interpreter-exit" and not stats["run"]["cut_short"]
+    detach = run([*MEMTAPE, "detach", str(target.pid)])
+    assert detach["returncode"] == 2 and f"no process {target.pid}" in detach["stderr"]
+    assert not [n for n in os.listdir("/tmp") if n.startswith(f"memtape-attach.{target.pid}.")]
+
+
+def test_forked_child_leaves_the_attach_alone(tmp_path: Path) -> None:
+    """A child the target forks while recorded exits through atexit: the parent's
+    recording goes on, and detach ends it as usual."""
+    target = Target(BASE_PYTHON, tmp_path / "target")
+    capture = tmp_path / "forked.mtape"
+    try:
+        assert run([*MEMTAPE, "attach", str(target.pid), "-o", str(capture)])["returncode"] == 0
+        target.send("fork")
+        target.send("alloc")
+        detach = run([*MEMTAPE, "detach", str(target.pid)])
+        assert detach["returncode"] == 0, detach
+        assert target.check()["threads"] == ["MainThread"]
+        assert target.finish()["returncode"] == 3
+    finally:
+        target.kill()
+    stats = read_capture(MEMTAPE, capture)["stats"]
+    assert stats["run"]["exit"] == "detached" and not stats["run"]["cut_short"]

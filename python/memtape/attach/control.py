@@ -205,10 +205,27 @@ def wait_until_ended(attachment: Attachment, timeout_s: float | None = None) -> 
     return None
 
 
+def _forget_exited(pid: int, gone: AttachError) -> None:
+    """Removes what sessions of an exited process left; an AttachError saying where its
+    capture is, when there was one."""
+    outputs = []
+    for files in sessions_of(pid):
+        request = read_json(files.request) or {}
+        if os.path.exists(files.ended) and request.get("output"):
+            outputs.append(request["output"])
+        files.remove()
+    if outputs:
+        raise AttachError(f"{gone}: it exited, and its capture ended with it: {outputs[0]}")
+
+
 def stop_recording(pid: int) -> Ending:
     """Ends the recording memtape attach started in process ``pid`` and waits until
     memtape has left it; AttachError when there is none."""
-    state, start_ticks = target_process.proc_state(pid)
+    try:
+        state, start_ticks = target_process.proc_state(pid)
+    except AttachError as gone:
+        _forget_exited(pid, gone)
+        raise
     files = SessionFiles.of(pid, start_ticks)
     request = read_json(files.request)
     if request is None:

@@ -42,6 +42,9 @@ class AttachedCapture:
         self.failed = threading.Event()
         self._claim = threading.Lock()
         self.native_id: int | None = None
+        #: The process recorded: a child forked meanwhile inherits the atexit handler
+        #: but not the capture (the recorder stops in a forked child).
+        self.pid = os.getpid()
 
     def watch(self) -> None:
         """The thread: waits for ``stop`` or the duration, then ends the capture."""
@@ -77,7 +80,7 @@ class AttachedCapture:
     def finish(self, reason: str) -> None:
         """Ends the capture once (the thread or the target's exit, whichever is first)
         and removes memtape's atexit handler; writes ``ended.json`` last."""
-        if not self._claim.acquire(blocking=False):
+        if os.getpid() != self.pid or not self._claim.acquire(blocking=False):
             return
         token = _native._own_work_begin()
         try:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +162,26 @@ def test_forked_child_leaves_the_attach_alone(tmp_path: Path) -> None:
         target.kill()
     stats = read_capture(MEMTAPE, capture)["stats"]
     assert stats["run"]["exit"] == "detached" and not stats["run"]["cut_short"]
+
+
+def test_ctrl_c_detaches_before_the_duration(tmp_path: Path) -> None:
+    target = Target(BASE_PYTHON, tmp_path / "target")
+    capture = tmp_path / "interrupted.mtape"
+    try:
+        waiting = subprocess.Popen(
+            [*MEMTAPE, "attach", str(target.pid), "-o", str(capture), "--duration", "60"],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        while target.check()["allocators_as_at_start"]:
+            time.sleep(0.05)
+        waiting.send_signal(signal.SIGINT)
+        _, err = waiting.communicate(timeout=30)
+        assert waiting.returncode == 0, err
+        assert "capture complete (detached" in err
+        after = target.check()
+        assert after["threads"] == ["MainThread"] and after["allocators_as_at_start"]
+        assert target.finish()["returncode"] == 3
+    finally:
+        target.kill()
+    assert read_capture(MEMTAPE, capture)["stats"]["run"]["exit"] == "detached"

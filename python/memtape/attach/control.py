@@ -136,6 +136,18 @@ def _cancel(target: TargetProcess, files: SessionFiles, waited: float) -> None:
         )
 
 
+def _interrupted(target: TargetProcess, files: SessionFiles) -> None:
+    """Ctrl-C while waiting for the payload: cancel it, or, when it has started already,
+    stop the recording again; the target is left as it was either way."""
+    if files.decide("cancelled") or not is_alive(target.pid, target.start_ticks):
+        return
+    if wait_for(
+        files.result, STOP_WAIT_S, functools.partial(is_alive, target.pid, target.start_ticks)
+    ):
+        with contextlib.suppress(AttachError):
+            stop_recording(target.pid)
+
+
 def start_recording(pid: int, options: AttachOptions) -> Attachment:
     """Starts recording process ``pid`` into ``options.output``; AttachError with the reason
     when it cannot, the target then being as it was."""
@@ -156,7 +168,11 @@ def start_recording(pid: int, options: AttachOptions) -> Attachment:
         files.remove()
         raise
     alive = functools.partial(is_alive, pid, target.start_ticks)
-    result = wait_for(files.result, options.wait_s, alive)
+    try:
+        result = wait_for(files.result, options.wait_s, alive)
+    except KeyboardInterrupt:
+        _interrupted(target, files)
+        raise
     if result is None:
         _cancel(target, files, options.wait_s)
         # It started just as we gave up: its answer comes at once.
@@ -261,22 +277,3 @@ def stop_recording(pid: int) -> Ending:
                 raise AttachError(f"process {pid} exited while memtape stopped recording it")
             raise AttachError(f"process {pid} did not end its capture within {STOP_WAIT_S:.0f} s")
     return _ending(pid, files, request, ended)
-
-
-def describe_census(census: dict[str, Any], limit: int = 10) -> list[str]:
-    """The census as lines of text (``memtape stats`` and ``memtape attach`` print it)."""
-    from memtape.byte_size import format_size
-
-    lines = [
-        f"{census['objects']:,} objects, {format_size(int(census['bytes']))} "
-        f"(counted in {float(census.get('seconds', 0)):.2f} s)"
-    ]
-    rows = [
-        (t["type"], f"{t['count']:,}", format_size(int(t["bytes"])))
-        for t in census["types"][:limit]
-    ]
-    if rows:
-        widths = [max(len(r[i]) for r in rows) for i in range(3)]
-        for name, count, size in rows:
-            lines.append(f"  {size.rjust(widths[2])}  {count.rjust(widths[1])}  {name}")
-    return lines

@@ -92,10 +92,17 @@ def check_rights(pid: int, uid: int) -> None:
     try:
         os.close(os.open(f"/proc/{pid}/mem", os.O_RDONLY))
     except PermissionError:
+        if uid == os.geteuid():
+            needs = (
+                "the kernel refuses although the user is the same: the target may be "
+                "non-dumpable (a setuid program, prctl PR_SET_DUMPABLE), or memtape lacks "
+                "CAP_SYS_PTRACE"
+            )
+        else:
+            needs = "attaching needs the target's user or CAP_SYS_PTRACE (root)"
         raise AttachError(
             f"no permission to trace process {pid} (user {uid}; memtape runs as user "
-            f"{os.geteuid()}): attaching needs the target's user or CAP_SYS_PTRACE "
-            f"(root){_yama_note()}"
+            f"{os.geteuid()}): {needs}{_yama_note()}"
         ) from None
     except FileNotFoundError:
         raise AttachError(f"no process {pid}") from None

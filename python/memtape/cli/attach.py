@@ -23,12 +23,12 @@ import sys
 from memtape.attach.control import (
     Attachment,
     AttachOptions,
-    describe_census,
     start_recording,
     stop_recording,
     wait_until_ended,
 )
 from memtape.attach.target_process import AttachError
+from memtape.cli.attach_note import describe_census
 from memtape.cli.capture_file import refuse_overwrite
 from memtape.cli.command_parser import command_parser, whole_number
 from memtape.cli.summary import print_read_hints

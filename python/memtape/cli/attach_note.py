@@ -9,7 +9,24 @@ import time
 from typing import Any
 
 from memtape import _native
-from memtape.attach.control import describe_census
+from memtape.byte_size import format_size
+
+
+def describe_census(census: dict[str, Any], limit: int = 10) -> list[str]:
+    """The census as lines of text (``memtape stats`` and ``memtape attach`` print it)."""
+    lines = [
+        f"{census['objects']:,} objects, {format_size(int(census['bytes']))} "
+        f"(counted in {float(census.get('seconds', 0)):.2f} s)"
+    ]
+    rows = [
+        (t["type"], f"{t['count']:,}", format_size(int(t["bytes"])))
+        for t in census["types"][:limit]
+    ]
+    if rows:
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        for name, count, size in rows:
+            lines.append(f"  {size.rjust(widths[2])}  {count.rjust(widths[1])}  {name}")
+    return lines
 
 
 def attached_info(capture: _native.Capture) -> dict[str, Any] | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from typing import Any
 TIMEOUT_S = 60.0
 
 TARGET_SOURCE = """\
-import ctypes, json, os, signal, sys, threading, time
+import ctypes, json, os, sys, threading, time
 
 class Before:
     pass
@@ -49,8 +48,6 @@ def allocators():
     return found
 
 at_start = allocators()
-released = threading.Event()
-signal.signal(signal.SIGUSR1, lambda *_: released.set())
 commands = sys.argv[1]
 open(os.path.join(commands, "ready"), "w").close()
 print("started", flush=True)
@@ -68,9 +65,9 @@ while True:
             kept[slot] = bytes(100_000)  # @alloc
             slot += 1
         print("allocated", flush=True)
-    elif command == "block":  # the main thread waits, in C, until SIGUSR1
-        open(path + ".blocked", "w").close()
-        released.wait()
+    elif command == "hold":  # 5 s in C holding the GIL: no thread runs Python meanwhile
+        open(path + ".held", "w").close()
+        ctypes.PyDLL(None).sleep(5)
     elif command == "fork":  # a child that allocates and exits through atexit
         child = os.fork()
         if child == 0:
@@ -110,10 +107,11 @@ class Target:
         workdir: Path,
         env: dict[str, str] | None = None,
         options: tuple[str, ...] = (),
+        source: str = TARGET_SOURCE,
     ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.script = workdir / "target.py"
-        self.script.write_text(TARGET_SOURCE)
+        self.script.write_text(source)
         self.commands = workdir / "commands"
         self.commands.mkdir()
         self.sent = 0
@@ -154,16 +152,16 @@ class Target:
         self._wait_for(path.with_name(path.name + ".done"))
         return path
 
-    def block(self) -> Path:
-        """Has the target's main thread wait in C (a lock) until :meth:`release`; the
-        path whose ``.done`` says it went on."""
-        path = self._post("block")
-        self._wait_for(path.with_name(path.name + ".blocked"))
+    def hold(self) -> Path:
+        """Has the target's main thread sleep 5 s in C holding the GIL (memtape can run
+        nothing in it, or in any thread, meanwhile); the path whose ``.done`` says it
+        went on."""
+        path = self._post("hold")
+        self._wait_for(path.with_name(path.name + ".held"))
         return path
 
-    def release(self, blocked: Path) -> None:
-        os.kill(self.pid, signal.SIGUSR1)
-        self._wait_for(blocked.with_name(blocked.name + ".done"))
+    def wait_done(self, command: Path) -> None:
+        self._wait_for(command.with_name(command.name + ".done"))
 
     def check(self) -> dict[str, Any]:
         path = self.send("check")

@@ -186,18 +186,19 @@ def test_missing_build(tmp_path: Path) -> None:
 
 
 def test_payload_never_run_leaves_nothing(tmp_path: Path) -> None:
-    """A target whose main thread runs no Python code: attach gives up after --timeout,
-    and the payload, when the target gets to it later, does nothing at all."""
+    """A target that holds the GIL in a C call: no thread can run the payload (a blocked
+    thread without the GIL could), attach gives up after --timeout, and the payload,
+    when the target gets to it later, does nothing at all."""
     target = Target(BASE_PYTHON, tmp_path / "target")
     try:
-        blocked = target.block()
+        held = target.hold()
         started = time.monotonic()
         done = memtape("attach", str(target.pid), "-o", str(tmp_path / "x.mtape"), "--timeout", "1")
         assert time.monotonic() - started < 15
         assert_refused(
             done, "attach", f"process {target.pid} did not run memtape's payload within 1 s"
         )
-        target.release(blocked)  # the queued payload runs now, and finds the attach cancelled
+        target.wait_done(held)  # the queued payload runs now, and finds the attach cancelled
         assert_untouched(target, tmp_path)
     finally:
         target.kill()
@@ -206,7 +207,7 @@ def test_payload_never_run_leaves_nothing(tmp_path: Path) -> None:
 def test_target_exits_during_the_attach(tmp_path: Path) -> None:
     target = Target(BASE_PYTHON, tmp_path / "target")
     try:
-        target.block()
+        target.hold()
         attach = subprocess.Popen(
             [
                 *MEMTAPE,

@@ -12,13 +12,22 @@ runs."""
 def payload_code(package_dir: str, request_path: str) -> str:
     """One line of Python that runs :func:`run` of the memtape package in
     ``package_dir`` in the target, defining no name there (``PyRun_SimpleString`` and
-    PEP 768 both run code in ``__main__``'s namespace)."""
+    PEP 768 both run code in ``__main__``'s namespace).
+
+    A payload may reach the target twice (queued, and run in a blocked thread; see
+    ``injection``): the line does nothing but look at two files when the session is
+    gone or answered already, since the target may be recording by then. The namespace
+    is emptied after the run, so that its functions (a reference cycle through their
+    globals) are freed at once."""
     import os
 
     here = os.path.join(package_dir, "attach", "bootstrap.py")
+    result = os.path.join(os.path.dirname(request_path), "result.json")
     return (
+        f"__import__('os').path.exists({result!r}) or "
+        f"not __import__('os').path.exists({request_path!r}) or "
         f"(lambda g: (exec(compile(open({here!r}).read(), {here!r}, 'exec'), g), "
-        f"g['run']({request_path!r})))({{'__name__': '__memtape_attach__'}})"
+        f"g['run']({request_path!r}), g.clear()))({{'__name__': '__memtape_attach__'}})"
     )
 
 
@@ -39,12 +48,16 @@ def _run(request_path: str) -> None:
     directory = os.path.dirname(request_path)
     try:
         # First come, first served (session_files.SessionFiles.decide): memtape attach
-        # may have given up waiting; then the session is over and nothing happens here.
+        # may have given up waiting (the session is over), or this payload already ran
+        # by another way in (injection: a blocked main thread); then nothing happens.
         fd = os.open(os.path.join(directory, "decision"), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     except FileExistsError:
-        for name in os.listdir(directory):
-            os.remove(os.path.join(directory, name))
-        os.rmdir(directory)
+        with open(os.path.join(directory, "decision"), encoding="utf-8") as f:
+            cancelled = f.read() == "cancelled"
+        if cancelled:
+            for name in os.listdir(directory):
+                os.remove(os.path.join(directory, name))
+            os.rmdir(directory)
         return
     os.write(fd, b"started")
     os.close(fd)

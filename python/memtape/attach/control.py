@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,9 @@ from memtape.attach.target_process import AttachError, TargetProcess, is_alive
 #: How long attach waits for the target to run the payload (it runs at the target's next
 #: safe point: at once for a program running Python code).
 ATTACH_WAIT_S = 10.0
+#: How long attach waits for the main thread to reach a safe point before it looks
+#: whether the thread is blocked in a call (then gdb runs the payload there).
+BLOCKED_AFTER_S = 1.0
 #: How long detach waits for the capture to end and memtape's thread to go.
 STOP_WAIT_S = 30.0
 
@@ -148,6 +152,22 @@ def _interrupted(target: TargetProcess, files: SessionFiles) -> None:
             stop_recording(target.pid)
 
 
+def _wait_for_payload(
+    target: TargetProcess, files: SessionFiles, package: str, wait_s: float
+) -> dict[str, Any] | None:
+    """The payload's answer within ``wait_s``. When the main thread has not reached a
+    safe point after :data:`BLOCKED_AFTER_S`, and gdb is there, the payload runs in it
+    directly if it is waiting in a blocking call (``injection.gdb_in_blocked_thread``)."""
+    alive = functools.partial(is_alive, target.pid, target.start_ticks)
+    started = time.monotonic()
+    result = wait_for(files.result, min(BLOCKED_AFTER_S, wait_s), alive)
+    if result is not None or not alive() or shutil.which("gdb") is None:
+        return result or wait_for(files.result, wait_s - (time.monotonic() - started), alive)
+    if files.decided() is None:
+        injection.gdb_in_blocked_thread(target, payload_code(package, files.request))
+    return wait_for(files.result, max(0.0, wait_s - (time.monotonic() - started)), alive)
+
+
 def start_recording(pid: int, options: AttachOptions) -> Attachment:
     """Starts recording process ``pid`` into ``options.output``; AttachError with the reason
     when it cannot, the target then being as it was."""
@@ -169,7 +189,7 @@ def start_recording(pid: int, options: AttachOptions) -> Attachment:
         raise
     alive = functools.partial(is_alive, pid, target.start_ticks)
     try:
-        result = wait_for(files.result, options.wait_s, alive)
+        result = _wait_for_payload(target, files, package, options.wait_s)
     except KeyboardInterrupt:
         _interrupted(target, files)
         raise

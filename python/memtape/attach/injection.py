@@ -15,6 +15,15 @@ signal handler would run.
   safe point. The addresses come from the ELF symbol tables of the files mapped in the
   target (``elf_symbols``), so gdb needs no symbols and loads none. The page (4 KiB)
   stays mapped: the line must outlive gdb, and nothing in the target knows to free it.
+- A main thread that runs no Python code (blocked in ``Event.wait()``, ``join()``, a
+  long ``sleep``: a thread-pool server's main thread) reaches no safe point, for PEP 768
+  or a pending call. Then (:func:`gdb_in_blocked_thread`) gdb runs the line in that
+  thread directly, with ``PyGILState_Ensure`` / ``PyRun_SimpleString`` /
+  ``PyGILState_Release``, but only where that is safe: the thread is stopped inside a
+  blocking system call (futex, sleep, poll, select, read ...: not inside the allocator
+  or the interpreter's work) and does not hold the GIL (``PyGILState_Check``), which it
+  takes like any thread returning from a blocking call and gives back before it goes on
+  waiting. The payload runs once whichever way reaches it first (``session_files``).
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 from memtape.attach.elf_symbols import file_mappings, symbol_addresses
 from memtape.attach.target_process import REMOTE_EXEC_FROM, AttachError, TargetProcess
@@ -109,39 +119,86 @@ def gdb_commands(target: TargetProcess, code: str) -> list[str]:
     ]
 
 
-def gdb(target: TargetProcess, code: str) -> None:
-    """Queues ``code`` in the target through gdb (see the module's documentation)."""
+#: x86-64 system calls a thread blocks in while it waits with the GIL released (the
+#: number gdb shows in ``$orig_rax`` while the thread is stopped in one).
+BLOCKING_SYSCALLS = {
+    "read": 0, "poll": 7, "select": 23, "pause": 34, "nanosleep": 35, "accept": 43,
+    "recvfrom": 45, "recvmsg": 47, "wait4": 61, "rt_sigtimedwait": 128,
+    "rt_sigsuspend": 130, "futex": 202, "clock_nanosleep": 230, "epoll_wait": 232,
+    "waitid": 247, "pselect6": 270, "ppoll": 271, "epoll_pwait": 281, "accept4": 288,
+    "epoll_pwait2": 441,
+}  # fmt: skip
+
+
+def _run_gdb(target: TargetProcess, commands: list[str]) -> subprocess.CompletedProcess[str]:
+    """gdb in batch mode, attached to the target, running ``commands`` as a script (its
+    ``if`` blocks need one); no symbols read."""
     gdb_path = shutil.which("gdb")
     if gdb_path is None:
         raise AttachError("gdb is not on PATH")
-    argv = [
-        gdb_path,
-        "-batch",
-        "-nx",
-        "-q",
-        "-iex",
-        "set debuginfod enabled off",
-        "-iex",
-        "set auto-load off",
-        "-iex",
-        "set auto-solib-add off",
-        "-p",
-        str(target.pid),
+    with tempfile.NamedTemporaryFile("w", suffix=".gdb", encoding="ascii") as script:
+        script.write("\n".join(commands) + "\n")
+        script.flush()
+        argv = [gdb_path, "-batch", "-nx", "-q", "-iex", "set debuginfod enabled off"]
+        argv += ["-iex", "set auto-load off", "-iex", "set auto-solib-add off"]
+        argv += ["-p", str(target.pid), "-x", script.name]
+        try:
+            return subprocess.run(
+                argv,
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=GDB_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            raise AttachError(f"gdb did not finish within {GDB_TIMEOUT_S:.0f} s") from None
+
+
+def gdb_in_blocked_thread(target: TargetProcess, code: str) -> bool:
+    """Runs ``code`` in the target's main thread, stopped in a blocking system call
+    without the GIL (see the module's documentation); False, having done nothing, when
+    it is not in such a call (or this is not x86-64)."""
+    if os.uname().machine != "x86_64":
+        return False
+    python = symbol_addresses(
+        target.pid,
+        target.python_file,
+        {"PyGILState_Check", "PyGILState_Ensure", "PyGILState_Release", "PyRun_SimpleString"},
+    )
+    libc = symbol_addresses(target.pid, _libc(target.pid), {"mmap", "munmap"})
+    if len(python) != 4 or len(libc) != 2:
+        return False
+    size = len(code.encode("ascii")) + 1
+    blocking = " || ".join(f"$orig_rax == {n}" for n in sorted(BLOCKING_SYSCALLS.values()))
+    mmap = f"((void *(*)(void *, unsigned long, int, int, int, long)) {libc['mmap']:#x})"
+    commands = [
+        "set confirm off",
+        "set pagination off",
+        "set $safe = 0",
+        f"if {blocking}",
+        f"  if ((int (*)(void)) {python['PyGILState_Check']:#x})() == 0",
+        "    set $safe = 1",
+        "  end",
+        "end",
+        "if $safe",
+        f"  set $page = {mmap}(0, {PAGE}, {PROT_READ_WRITE}, {MAP_PRIVATE_ANONYMOUS}, -1, 0)",
+        f"  set {{char[{size}]}} $page = {_gdb_string(code)}",
+        f"  set $state = ((int (*)(void)) {python['PyGILState_Ensure']:#x})()",
+        f"  print (int) ((int (*)(void *)) {python['PyRun_SimpleString']:#x})($page)",
+        f"  call ((void (*)(int)) {python['PyGILState_Release']:#x})($state)",
+        f"  call (int) ((int (*)(void *, unsigned long)) {libc['munmap']:#x})($page, {PAGE})",
+        "end",
+        "detach",
+        "quit",
     ]
-    for command in gdb_commands(target, code):
-        argv += ["-ex", command]
-    try:
-        done = subprocess.run(
-            argv,
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=GDB_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
-        raise AttachError(f"gdb did not finish within {GDB_TIMEOUT_S:.0f} s") from None
-    last = [line for line in done.stdout.splitlines() if line.startswith("$1 = ")]
-    if last != ["$1 = 0"]:
+    done = _run_gdb(target, commands)
+    return "$1 = 0" in done.stdout
+
+
+def gdb(target: TargetProcess, code: str) -> None:
+    """Queues ``code`` in the target through gdb (see the module's documentation)."""
+    done = _run_gdb(target, gdb_commands(target, code))
+    if "$1 = 0" not in done.stdout:
         why = (done.stderr.strip().splitlines() or ["no answer"])[-1]
         raise AttachError(f"gdb could not queue the payload in process {target.pid}: {why}")

@@ -251,3 +251,77 @@ def test_thread_pool_server_with_a_blocked_main_thread(tmp_path: Path) -> None:
     ]
     assert [(s["count"], s["bytes"]) for s in at_line] == [(3, 3 * sys.getsizeof(bytes(100_000)))]
     assert at_line[0]["frames"][0]["function"] == "serve"
+
+
+NUMPY_TARGET = """\
+import os, sys, time
+import numpy as np
+
+commands = sys.argv[1]
+kept = [None] * 16
+open(os.path.join(commands, "ready"), "w").close()
+n = 0
+while True:
+    path = os.path.join(commands, str(n))
+    if not os.path.exists(path):
+        time.sleep(0.01)
+        continue
+    with open(path) as f:
+        command = f.read()
+    n += 1
+    if command == "alloc":
+        for i in range(3):
+            kept[i] = np.ones(100_000)  # @alloc
+        kept[3] = bytes(1000)  # @small
+    open(path + ".done", "w").close()
+    if command == "exit":
+        break
+"""
+
+
+def numpy_capture(tmp_path: Path, *options: str) -> dict[str, Any]:
+    """A NumPy program attached to with ``options``, allocating after the attach; what
+    ``top --by traceback --json`` says."""
+    # The test's own virtual environment has NumPy (and no memtape of this checkout).
+    target = Target(sys.executable, tmp_path / "target", source=NUMPY_TARGET)
+    capture = tmp_path / "numpy.mtape"
+    try:
+        attach = run([*MEMTAPE, "attach", str(target.pid), "-o", str(capture), *options])
+        assert attach["returncode"] == 0, attach
+        target.send("alloc")
+        assert run([*MEMTAPE, "detach", str(target.pid)])["returncode"] == 0
+        target.send("exit")
+        assert target.proc.wait(timeout=30) == 0
+    finally:
+        target.kill()
+    top = run([*MEMTAPE, "top", "--json", "--by", "traceback", "--at", "end", str(capture)])
+    data: dict[str, Any] = json.loads(top["stdout"])
+    data["script"] = str(target.script)
+    return data
+
+
+def lines_of(tag: str) -> int:
+    return next(n for n, t in enumerate(NUMPY_TARGET.splitlines(), 1) if t.endswith(f"# @{tag}"))
+
+
+def test_attach_options_native_stacks(tmp_path: Path) -> None:
+    """--native: NumPy's buffers with the C functions between the line and the
+    allocation, counted as the framework's memory."""
+    data = numpy_capture(tmp_path, "--native")
+    buffers = [s for s in data["sites"] if s["bytes"] >= 3 * 800_000]
+    assert len(buffers) == 1 and buffers[0]["count"] == 3
+    frames = buffers[0]["frames"]
+    assert frames[0]["function"] == "PyDataMem_UserNEW"  # numpy's allocation, in C
+    assert (frames[-1]["filename"], frames[-1]["line"]) == (data["script"], lines_of("alloc"))
+    assert data["by_source"]["framework"] == buffers[0]["bytes"]
+
+
+def test_attach_options_min_size_nframe_python_heap_only(tmp_path: Path) -> None:
+    data = numpy_capture(tmp_path, "--min-size", "2000", "--nframe", "1", "--no-native-heap")
+    assert data["by_source"]["native"] == 0
+    assert data["by_source"]["framework"] == 3 * 800_000  # NumPy's buffers still
+    assert data["sites"] and all(
+        s["bytes"] >= 2000 * s["count"] for s in data["sites"]
+    )  # no bytes(1000)
+    assert all(len(s["frames"]) == 1 for s in data["sites"])
+    assert not [s for s in data["sites"] if s["frames"][0]["line"] == lines_of("small")]

@@ -264,3 +264,24 @@ def test_other_version_without_gdb_314() -> None:
     assert "python3.15 -m memtape attach" in attach["stderr"]
     assert not result["check"]["memtape_imported"]
     assert result["end"]["returncode"] == 3
+
+
+def test_attach_again_after_a_cancelled_attach(tmp_path: Path) -> None:
+    """A cancelled attach whose payload is still queued does not block the next attach,
+    and the target records once, as the second attach asked."""
+    target = Target(BASE_PYTHON, tmp_path / "target")
+    try:
+        target.hold()
+        x, y = tmp_path / "x.mtape", tmp_path / "y.mtape"
+        first = memtape("attach", str(target.pid), "-o", str(x), "--timeout", "1")
+        assert_refused(first, "attach", "did not run memtape's payload within 1 s")
+        second = memtape("attach", str(target.pid), "-o", str(y), "--timeout", "20")
+        assert second.returncode == 0, second.stderr
+        seen = target.check()
+        assert seen["threads"] == ["MainThread", "memtape-attach"]
+        assert memtape("detach", str(target.pid)).returncode == 0
+        assert target.check()["threads"] == ["MainThread"]
+        assert target.finish()["returncode"] == 3
+    finally:
+        target.kill()
+    assert not x.exists() and y.exists()

@@ -31,6 +31,9 @@ ATTACH_WAIT_S = 10.0
 #: How long attach waits for the main thread to reach a safe point before it looks
 #: whether the thread is blocked in a call (then gdb runs the payload there).
 BLOCKED_AFTER_S = 1.0
+#: After this long without an answer, a session is taken for abandoned (its attach was
+#: killed while it waited).
+ABANDONED_AFTER_S = 120.0
 #: How long detach waits for the capture to end and memtape's thread to go.
 STOP_WAIT_S = 30.0
 
@@ -78,15 +81,26 @@ def _clear_stale(pid: int, start_ticks: int) -> None:
     or by a session that has ended; AttachError when one is running."""
     for files in sessions_of(pid):
         current = files.directory == SessionFiles.of(pid, start_ticks).directory
-        if current and os.path.exists(files.control) and not os.path.exists(files.ended):
-            request = read_json(files.request) or {}
-            raise AttachError(
-                f"process {pid} is already being recorded by memtape attach into "
-                f"{request.get('output', '?')} (stop it with: memtape detach {pid})"
-            )
-        if current and files.decided() is None and os.path.exists(files.request):
-            raise AttachError(f"memtape is attaching to process {pid} already")
+        if current and not os.path.exists(files.ended):
+            decision = files.decided()
+            if decision == "started" and os.path.exists(files.control):
+                request = read_json(files.request) or {}
+                raise AttachError(
+                    f"process {pid} is already being recorded by memtape attach into "
+                    f"{request.get('output', '?')} (stop it with: memtape detach {pid})"
+                )
+            if decision is None and _younger_than(files.request, ABANDONED_AFTER_S):
+                raise AttachError(f"memtape is attaching to process {pid} already")
+        # Ended, cancelled (a payload still queued finds no request and does nothing)
+        # or abandoned by an attach that was killed.
         files.remove()
+
+
+def _younger_than(path: str, seconds: float) -> bool:
+    try:
+        return time.time() - os.stat(path).st_mtime < seconds
+    except FileNotFoundError:
+        return False
 
 
 def _write_session(

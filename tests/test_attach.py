@@ -234,6 +234,7 @@ def test_thread_pool_server_with_a_blocked_main_thread(tmp_path: Path) -> None:
         before = json.loads(target.send("check").with_suffix(".json").read_text())
         attach = run([*MEMTAPE, "attach", str(target.pid), "-o", str(capture)])
         assert attach["returncode"] == 0, attach
+        assert "through gdb, in its main thread blocked in a system call" in attach["stderr"]
         target.send("alloc")
         assert run([*MEMTAPE, "detach", str(target.pid)])["returncode"] == 0
         after = json.loads(target.send("check").with_suffix(".json").read_text())

@@ -61,6 +61,8 @@ class Attachment:
     target: TargetProcess
     files: SessionFiles
     output: str
+    #: How the payload got in: ``remote_exec`` (PEP 768), ``gdb`` (a pending call) or
+    #: ``gdb-blocked-thread`` (run by gdb in a main thread blocked in a system call).
     route: str
     census: dict[str, Any] | None
 
@@ -168,18 +170,22 @@ def _interrupted(target: TargetProcess, files: SessionFiles) -> None:
 
 def _wait_for_payload(
     target: TargetProcess, files: SessionFiles, package: str, wait_s: float
-) -> dict[str, Any] | None:
-    """The payload's answer within ``wait_s``. When the main thread has not reached a
-    safe point after :data:`BLOCKED_AFTER_S`, and gdb is there, the payload runs in it
-    directly if it is waiting in a blocking call (``injection.gdb_in_blocked_thread``)."""
+) -> tuple[dict[str, Any] | None, bool]:
+    """The payload's answer within ``wait_s``, and whether it ran in a blocked main
+    thread: when that thread has not reached a safe point after
+    :data:`BLOCKED_AFTER_S`, and gdb is there, the payload runs in it directly if it is
+    waiting in a blocking call (``injection.gdb_in_blocked_thread``)."""
     alive = functools.partial(is_alive, target.pid, target.start_ticks)
     started = time.monotonic()
     result = wait_for(files.result, min(BLOCKED_AFTER_S, wait_s), alive)
-    if result is not None or not alive() or shutil.which("gdb") is None:
-        return result or wait_for(files.result, wait_s - (time.monotonic() - started), alive)
-    if files.decided() is None:
-        injection.gdb_in_blocked_thread(target, payload_code(package, files.request))
-    return wait_for(files.result, max(0.0, wait_s - (time.monotonic() - started)), alive)
+    if result is not None:
+        return result, False
+    blocked = False
+    if alive() and shutil.which("gdb") is not None and files.decided() is None:
+        code = payload_code(package, files.request)
+        blocked = injection.gdb_in_blocked_thread(target, code)
+    left = max(0.0, wait_s - (time.monotonic() - started))
+    return wait_for(files.result, left, alive), blocked
 
 
 def start_recording(pid: int, options: AttachOptions) -> Attachment:
@@ -203,7 +209,7 @@ def start_recording(pid: int, options: AttachOptions) -> Attachment:
         raise
     alive = functools.partial(is_alive, pid, target.start_ticks)
     try:
-        result = _wait_for_payload(target, files, package, options.wait_s)
+        result, blocked = _wait_for_payload(target, files, package, options.wait_s)
     except KeyboardInterrupt:
         _interrupted(target, files)
         raise
@@ -217,6 +223,8 @@ def start_recording(pid: int, options: AttachOptions) -> Attachment:
     if "error" in result:
         files.remove()
         raise AttachError(f"could not start recording in process {pid}: {result['error']}")
+    if blocked:
+        route = "gdb-blocked-thread"
     return Attachment(target, files, options.output, route, result.get("census"))
 
 

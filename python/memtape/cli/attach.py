@@ -166,7 +166,11 @@ def main(argv: list[str]) -> int:
 
 def _print_started(attachment: Attachment, shown: str) -> None:
     target = attachment.target
-    how = "PEP 768" if attachment.route == "remote_exec" else "gdb"
+    how = {
+        "remote_exec": "PEP 768",
+        "gdb": "gdb",
+        "gdb-blocked-thread": "gdb, in its main thread blocked in a system call",
+    }[attachment.route]
     print(
         f"memtape attach: recording process {target.pid} (CPython {target.version_text}, "
         f"through {how}) into {shown}",

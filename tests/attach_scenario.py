@@ -286,11 +286,86 @@ def no_gdb_version_mismatch(python: str, memtape: list[str], workdir: Path) -> d
         target.kill()
 
 
+# A thread-pool server: its main thread waits for the pool (on a lock, in C) and runs no
+# Python code, so it reaches no safe point; a worker serves the commands.
+POOL_TARGET = """\
+import json, os, sys, threading, time
+from concurrent.futures import ThreadPoolExecutor
+
+commands = sys.argv[1]
+kept = [None] * 16
+
+def serve():
+    n = 0
+    while True:
+        path = os.path.join(commands, str(n))
+        if not os.path.exists(path):
+            time.sleep(0.01)
+            continue
+        with open(path) as f:
+            command = f.read()
+        n += 1
+        if command == "alloc":
+            for i in range(3):
+                kept[i] = bytes(100_000)  # @alloc
+        elif command == "check":
+            with open(path + ".json", "w") as f:
+                json.dump({"threads": sorted(t.name for t in threading.enumerate())}, f)
+        elif command == "size":
+            with open(path + ".json", "w") as f:
+                f.write(str(sys.getsizeof(bytes(100_000))))
+        open(path + ".done", "w").close()
+        if command == "exit":
+            return
+
+with ThreadPoolExecutor(2, thread_name_prefix="worker") as pool:
+    served = pool.submit(serve)
+    open(os.path.join(commands, "ready"), "w").close()
+    served.result()
+print("bye")
+"""
+
+
+def thread_pool_server(python: str, memtape: list[str], workdir: Path) -> dict[str, Any]:
+    """Attach to ``POOL_TARGET``, allocate in its worker, detach; what the target and
+    the capture show."""
+    target = Target(python, workdir / "target", source=POOL_TARGET)
+    capture = workdir / "pool.mtape"
+    result: dict[str, Any] = {}
+    try:
+        check = target.send("check")
+        result["before"] = json.loads(check.with_name(check.name + ".json").read_text())
+        result["attach"] = run([*memtape, "attach", str(target.pid), "-o", str(capture)])
+        target.send("alloc")
+        result["detach"] = run([*memtape, "detach", str(target.pid)])
+        check = target.send("check")
+        result["after"] = json.loads(check.with_name(check.name + ".json").read_text())
+        size = target.send("size")
+        result["block_size"] = int(size.with_name(size.name + ".json").read_text())
+        target._post("exit")
+        out, err = target.proc.communicate(timeout=TIMEOUT_S)
+        result["end"] = {"stdout": out, "stderr": err, "returncode": target.proc.returncode}
+    finally:
+        target.kill()
+    lines = POOL_TARGET.splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if text.endswith("# @alloc"))
+    sites = read_capture(memtape, capture)["top"]["sites"]
+    mine = [
+        s
+        for s in sites
+        if (s["frames"][0]["filename"], s["frames"][0]["line"]) == (str(target.script), line)
+    ]
+    result["at_line"] = [[s["count"], s["bytes"]] for s in mine]
+    result["function"] = mine[0]["frames"][0]["function"] if mine else None
+    return result
+
+
 SCENARIOS = {
     "detach": lambda python, memtape, work: attach_then_detach(python, memtape, work, "detach"),
     "duration": lambda python, memtape, work: attach_then_detach(python, memtape, work, "duration"),
     "remote-debug-disabled": remote_debug_disabled,
     "no-gdb": no_gdb_version_mismatch,
+    "pool": thread_pool_server,
 }
 
 if __name__ == "__main__":

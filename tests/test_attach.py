@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attach_scenario import Target, attach_then_detach, read_capture, run
+from attach_scenario import Target, attach_then_detach, read_capture, run, thread_pool_server
 
 REPO = Path(__file__).resolve().parent.parent
 MEMTAPE = [sys.executable, "-m", "memtape"]
@@ -187,71 +187,29 @@ def test_ctrl_c_detaches_before_the_duration(tmp_path: Path) -> None:
     assert read_capture(MEMTAPE, capture)["stats"]["run"]["exit"] == "detached"
 
 
-# A thread-pool server: its main thread waits for the pool (on a lock, in C) and runs no
-# Python code, so it reaches no safe point; a worker serves the commands.
-POOL_TARGET = """\
-import json, os, sys, threading, time
-from concurrent.futures import ThreadPoolExecutor
-
-commands = sys.argv[1]
-kept = [None] * 16
-
-def serve():
-    n = 0
-    while True:
-        path = os.path.join(commands, str(n))
-        if not os.path.exists(path):
-            time.sleep(0.01)
-            continue
-        with open(path) as f:
-            command = f.read()
-        n += 1
-        if command == "alloc":
-            for i in range(3):
-                kept[i] = bytes(100_000)  # @alloc
-        elif command == "check":
-            with open(path + ".json", "w") as f:
-                json.dump({"threads": sorted(t.name for t in threading.enumerate())}, f)
-        open(path + ".done", "w").close()
-        if command == "exit":
-            return
-
-with ThreadPoolExecutor(2, thread_name_prefix="worker") as pool:
-    served = pool.submit(serve)
-    open(os.path.join(commands, "ready"), "w").close()
-    served.result()
-print("bye")
-"""
+def assert_pool_recorded(result: dict[str, Any], how: str) -> None:
+    attach = result["attach"]
+    assert attach["returncode"] == 0, attach
+    assert how in attach["stderr"]
+    assert result["detach"]["returncode"] == 0, result["detach"]
+    assert result["before"]["threads"] == result["after"]["threads"] == ["MainThread", "worker_0"]
+    assert result["end"] == {"stdout": "bye\n", "stderr": "", "returncode": 0}
+    assert result["at_line"] == [[3, 3 * result["block_size"]]]
+    assert result["function"] == "serve"
 
 
 def test_thread_pool_server_with_a_blocked_main_thread(tmp_path: Path) -> None:
     """Neither a pending call nor PEP 768 reaches a main thread waiting on a lock: gdb
     runs the payload in it where it waits (without the GIL, in a system call), and the
     workers' allocations are recorded exactly."""
-    target = Target(BASE_PYTHON, tmp_path / "target", source=POOL_TARGET)
-    capture = tmp_path / "pool.mtape"
-    try:
-        before = json.loads(target.send("check").with_suffix(".json").read_text())
-        attach = run([*MEMTAPE, "attach", str(target.pid), "-o", str(capture)])
-        assert attach["returncode"] == 0, attach
-        assert "through gdb, in its main thread blocked in a system call" in attach["stderr"]
-        target.send("alloc")
-        assert run([*MEMTAPE, "detach", str(target.pid)])["returncode"] == 0
-        after = json.loads(target.send("check").with_suffix(".json").read_text())
-        assert before["threads"] == after["threads"] == ["MainThread", "worker_0"]
-        target.send("exit")
-        out, err = target.proc.communicate(timeout=30)
-        assert (out, err, target.proc.returncode) == ("bye\n", "", 0)
-    finally:
-        target.kill()
-    line = next(n for n, t in enumerate(POOL_TARGET.splitlines(), 1) if t.endswith("# @alloc"))
-    sites = read_capture(MEMTAPE, capture)["top"]["sites"]
-    script = str(target.script)
-    at_line = [
-        s for s in sites if (s["frames"][0]["filename"], s["frames"][0]["line"]) == (script, line)
-    ]
-    assert [(s["count"], s["bytes"]) for s in at_line] == [(3, 3 * sys.getsizeof(bytes(100_000)))]
-    assert at_line[0]["frames"][0]["function"] == "serve"
+    result = thread_pool_server(BASE_PYTHON, MEMTAPE, tmp_path)
+    assert_pool_recorded(result, "through gdb, in its main thread blocked in a system call")
+
+
+def test_thread_pool_server_314() -> None:
+    """The same on 3.14: PEP 768's script waits for the main thread too."""
+    result = in_sid_root("python3.14", "python3.14", "pool")
+    assert_pool_recorded(result, "through gdb, in its main thread blocked in a system call")
 
 
 NUMPY_TARGET = """\

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -173,8 +172,9 @@ def test_ctrl_c_detaches_before_the_duration(tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
             text=True,
         )
-        while target.check()["allocators_as_at_start"]:
-            time.sleep(0.05)
+        assert waiting.stderr is not None
+        while not waiting.stderr.readline().startswith("memtape attach: recording process"):
+            assert waiting.poll() is None
         waiting.send_signal(signal.SIGINT)
         _, err = waiting.communicate(timeout=30)
         assert waiting.returncode == 0, err

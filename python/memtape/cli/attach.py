@@ -157,6 +157,10 @@ def main(argv: list[str]) -> int:
         attachment = start_recording(args.pid, options)
     except AttachError as refusal:
         return _fail(str(refusal))
+    except KeyboardInterrupt:
+        # start_recording cancelled the attach, or stopped what had just started.
+        print(f"memtape attach: interrupted; process {args.pid} is not recorded", file=sys.stderr)
+        return 130
     _print_started(attachment, shown)
     if args.duration is None:
         print(f"stop it with: memtape detach {args.pid}", file=sys.stderr)

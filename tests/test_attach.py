@@ -284,3 +284,20 @@ def test_attach_options_min_size_nframe_python_heap_only(tmp_path: Path) -> None
     )  # no bytes(1000)
     assert all(len(s["frames"]) == 1 for s in data["sites"])
     assert not [s for s in data["sites"] if s["frames"][0]["line"] == lines_of("small")]
+
+
+def test_attach_without_census(tmp_path: Path) -> None:
+    """--no-census: nothing counted at the attach; the reports still say what they miss."""
+    target = Target(BASE_PYTHON, tmp_path / "target")
+    capture = tmp_path / "no-census.mtape"
+    try:
+        attach = run([*MEMTAPE, "attach", str(target.pid), "-o", str(capture), "--no-census"])
+        assert attach["returncode"] == 0 and "alive before the attach" not in attach["stderr"]
+        assert run([*MEMTAPE, "detach", str(target.pid)])["returncode"] == 0
+        target.finish()
+    finally:
+        target.kill()
+    read = read_capture(MEMTAPE, capture)
+    assert "census" not in read["stats"]["attached"]
+    assert "Alive at the attach" not in read["stats_text"]
+    assert "memory allocated before is not attributed" in read["stats_text"]

@@ -285,3 +285,27 @@ def test_attach_again_after_a_cancelled_attach(tmp_path: Path) -> None:
     finally:
         target.kill()
     assert not x.exists() and y.exists()
+
+
+def test_capture_file_the_target_cannot_write(tmp_path: Path) -> None:
+    """The target opens the capture file: a directory that does not exist is its error,
+    reported in one line; memtape's thread leaves and no hook stays (memtape's modules,
+    imported by then, do)."""
+    target = Target(BASE_PYTHON, tmp_path / "target")
+    try:
+        missing = tmp_path / "no" / "such" / "dir" / "x.mtape"
+        done = memtape("attach", str(target.pid), "-o", str(missing))
+        assert_refused(done, "attach", f"cannot create {missing}: No such file or directory")
+        deadline = time.monotonic() + 10
+        while target.check()["threads"] != ["MainThread"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen = target.check()
+        assert seen["threads"] == ["MainThread"] and seen["allocators_as_at_start"]
+        assert not [n for n in os.listdir("/tmp") if n.startswith(f"memtape-attach.{target.pid}.")]
+        # Attaching with a file it can write works.
+        good = tmp_path / "good.mtape"
+        assert memtape("attach", str(target.pid), "-o", str(good)).returncode == 0
+        assert memtape("detach", str(target.pid)).returncode == 0
+        assert target.finish()["returncode"] == 3
+    finally:
+        target.kill()

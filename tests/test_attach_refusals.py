@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from attach_scenario import Target
 from test_attach import BASE_PYTHON, HOST_PYTHONS, MEMTAPE, REPO, in_sid_root
 
@@ -204,7 +205,18 @@ def test_payload_never_run_leaves_nothing(tmp_path: Path) -> None:
         target.kill()
 
 
-def test_target_exits_during_the_attach(tmp_path: Path) -> None:
+def _children(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return f.read().split()
+    except FileNotFoundError:
+        return []
+
+
+@pytest.mark.parametrize("when", ["while gdb runs", "once the payload is queued"])
+def test_target_exits_during_the_attach(tmp_path: Path, when: str) -> None:
+    """The target (holding the GIL, so that it never runs the payload) is killed while
+    gdb works in it, or after: attach says so at once, leaves nothing behind."""
     target = Target(BASE_PYTHON, tmp_path / "target")
     try:
         target.hold()
@@ -222,9 +234,16 @@ def test_target_exits_during_the_attach(tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(2)  # gdb has queued the payload; the target has not run it
+        deadline = time.monotonic() + 30
+        while not _children(attach.pid) and time.monotonic() < deadline:  # gdb starts
+            time.sleep(0.001)
+        if when == "once the payload is queued":
+            while _children(attach.pid) and time.monotonic() < deadline:
+                time.sleep(0.01)
         target.proc.kill()
-        out, err = attach.communicate(timeout=15)
+        started = time.monotonic()
+        out, err = attach.communicate(timeout=30)
+        assert time.monotonic() - started < 10
         assert_refused(
             subprocess.CompletedProcess([], attach.returncode, out, err),
             "attach",

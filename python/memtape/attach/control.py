@@ -206,6 +206,8 @@ def start_recording(pid: int, options: AttachOptions) -> Attachment:
             injection.gdb(target, payload_code(package, files.request))
     except AttachError:
         files.remove()
+        if not is_alive(pid, target.start_ticks):
+            raise AttachError(f"process {pid} exited during the attach") from None
         raise
     alive = functools.partial(is_alive, pid, target.start_ticks)
     try:

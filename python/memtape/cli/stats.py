@@ -34,15 +34,16 @@ def main(argv: list[str]) -> int:
     capture = pset.root.capture
     if len(pset.processes) > 1:
         return _combined(pset, args.limit, args.json)
+    attached = attached_info(capture)
     if args.json:
+        if attached is None:
+            print(capture.summary_json(args.limit))
+            return 0
         data = json.loads(capture.summary_json(args.limit))
-        attached = attached_info(capture)
-        if attached is not None:
-            data["attached"] = attached | {"note": attach_note(attached)}
+        data["attached"] = attached | {"note": attach_note(attached)}
         print(json.dumps(data, separators=(",", ":")))
         return 0
     print(capture.stats_text())
-    attached = attached_info(capture)
     if attached is not None:
         print(f"\nNote: {attach_note(attached)}.")
         for line in census_lines(attached):

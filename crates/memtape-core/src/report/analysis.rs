@@ -1,7 +1,8 @@
 //! The symbol tables and the replay fed together: what most reports need from one pass.
 
+use super::live_by_stack::StackTotal;
 use super::record::Record;
-use super::replay::{Replay, ReplayOptions, ReplayResult};
+use super::replay::{Replay, ReplayNow, ReplayOptions, ReplayResult};
 use super::symbols::Symbols;
 use crate::capture::{HeapEvent, RecordVisitor};
 
@@ -47,6 +48,27 @@ impl Analysis {
     #[inline]
     pub fn current_bytes(&self) -> u64 {
         self.replay.current_bytes()
+    }
+
+    /// Where the replay stands after the records taken in so far.
+    pub fn now(&self) -> ReplayNow {
+        self.replay.now()
+    }
+
+    /// The live set after the records taken in so far, by stack id.
+    pub fn live_table_now(&self) -> Vec<StackTotal> {
+        self.replay.live_table_now()
+    }
+
+    /// The symbols taken in so far.
+    pub fn symbols(&self) -> &Symbols {
+        &self.symbols
+    }
+
+    /// The symbols taken in so far, to set how they show (launcher frames, import
+    /// machinery) or to symbolize the native frames seen so far.
+    pub fn symbols_mut(&mut self) -> &mut Symbols {
+        &mut self.symbols
     }
 
     /// Ends the pass.

@@ -61,7 +61,7 @@ pub use live_by_stack::{total_bytes, StackTotal};
 pub use native_symbols::{symbolize_module, NativeModule, NativeSymbol};
 pub use private_allocator::{private_allocator, PrivateAllocator};
 pub use record::Record;
-pub use replay::{MarkerAt, Moment, Peak, Replay, ReplayOptions, ReplayResult, Totals};
+pub use replay::{MarkerAt, Moment, Peak, Replay, ReplayNow, ReplayOptions, ReplayResult, Totals};
 pub use rss_account::{RssAccount, NOT_SEEN_NOISE};
 pub use rss_reading::RssReading;
 pub use run_info::RunInfo;

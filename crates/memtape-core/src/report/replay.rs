@@ -138,6 +138,26 @@ pub struct ReplayResult {
     pub time_histogram: TimeHistogram,
 }
 
+/// Where a pass stands after the records taken in so far (a view of a capture that is
+/// still being written).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplayNow {
+    /// Live bytes now.
+    pub current_bytes: u64,
+    /// Live bytes now, by source.
+    pub current_by_source: SourceSplit,
+    /// Live blocks now.
+    pub blocks: u64,
+    /// The highest live bytes so far (the current value when it is the highest).
+    pub peak: Peak,
+    /// Live bytes at that peak, by source.
+    pub peak_by_source: SourceSplit,
+    /// Event counts and byte sums so far.
+    pub totals: Totals,
+    /// The last time stamp, ns since the start.
+    pub time_ns: u64,
+}
+
 /// The streaming pass: [`feed`](Replay::feed) every record, then
 /// [`finish`](Replay::finish).
 #[derive(Debug)]
@@ -258,6 +278,36 @@ impl Replay {
     /// Live bytes right now.
     pub fn current_bytes(&self) -> u64 {
         self.current
+    }
+
+    /// Where the pass stands now: the numbers [`finish`](Replay::finish) would give if
+    /// the records ended here (the peak is the current value when that is the highest).
+    pub fn now(&self) -> ReplayNow {
+        let (peak, peak_by_source) = if self.current > self.peak.bytes {
+            let peak = Peak {
+                bytes: self.current,
+                blocks: self.blocks,
+                time_ns: self.rise.0,
+                event_index: self.rise.1,
+            };
+            (peak, self.by_source)
+        } else {
+            (self.peak, self.peak_by_source)
+        };
+        ReplayNow {
+            current_bytes: self.current,
+            current_by_source: self.by_source,
+            blocks: self.blocks,
+            peak,
+            peak_by_source,
+            totals: self.totals,
+            time_ns: self.duration_ns,
+        }
+    }
+
+    /// The live set now, by stack id.
+    pub fn live_table_now(&self) -> Vec<StackTotal> {
+        self.by_stack.live_table()
     }
 
     /// Saves the live set if live bytes are about to fall from a new best.

@@ -193,3 +193,37 @@ fn nothing_recorded() {
     let r = run(ReplayOptions::default(), &[]);
     assert_eq!(r, ReplayResult::default());
 }
+
+#[test]
+fn now_gives_what_finish_would_give_if_the_records_ended_here() {
+    let records = [
+        Record::Time { ns: 10 },
+        alloc(0x1000, 100, 1),
+        Record::Time { ns: 20 },
+        alloc(0x2000, 50, 2), // 150, rising: the peak so far is now
+        Record::Time { ns: 30 },
+        free(0x1000),
+        alloc(0x3000, 20, 1), // 70: the peak stays 150 at t=20
+    ];
+    let mut r = Replay::default();
+    for (i, rec) in records.iter().enumerate() {
+        r.feed(rec);
+        let now = r.now();
+        let mut alone = Replay::default();
+        for earlier in &records[..=i] {
+            alone.feed(earlier);
+        }
+        let live = r.live_table_now();
+        let finished = alone.finish();
+        assert_eq!(now.peak, finished.peak, "after record {i}");
+        assert_eq!(now.peak_by_source, finished.peak_by_source);
+        assert_eq!(now.current_bytes, finished.end_bytes);
+        assert_eq!(now.current_by_source, finished.end_by_source);
+        assert_eq!(now.blocks, finished.end_blocks);
+        assert_eq!(now.totals, finished.totals);
+        assert_eq!(now.time_ns, finished.duration_ns);
+        assert_eq!(live, finished.live_at_end);
+    }
+    assert_eq!(r.now().peak.bytes, 150);
+    assert_eq!(r.live_table_now(), vec![st(1, 20, 1), st(2, 50, 1)]);
+}

@@ -141,6 +141,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NUMPY_DOMAIN", intercept::numpy_handler::NUMPY_DOMAIN)?;
     m.add_class::<api::capture_analysis::PyCapture>()?;
     m.add_class::<api::capture_follow::CaptureFollower>()?;
+    m.add_class::<api::capture_live::LiveCapture>()?;
     m.add_function(wrap_pyfunction!(api::report_api::analyze_capture, m)?)?;
     m.add_function(wrap_pyfunction!(api::report_api::capture_metadata, m)?)?;
     m.add(

@@ -7,6 +7,7 @@ pub(crate) mod capture_api;
 pub(crate) mod capture_exports;
 pub(crate) mod capture_file;
 pub(crate) mod capture_follow;
+pub(crate) mod capture_live;
 pub(crate) mod event_api;
 pub(crate) mod framework_api;
 pub(crate) mod mlx_api;

@@ -9,7 +9,8 @@
 #   Python: ruff and mypy --strict on python/memtape
 #   for each supported CPython (3.11 to 3.15; MEMTAPE_PYTHONS="3.11 3.14" to narrow):
 #     memtape's pytest suite (its viewer tests need ../shared/memviz, Chromium, node and
-#     npm; the native tests gcc; the stress watchdog gdb; all installed here when missing;
+#     npm; the native tests gcc; the stress watchdog gdb; the live view tests tmux; all
+#     installed here when missing;
 #     the threads-and-fork stress run lasts MEMTAPE_STRESS_SECONDS, default 60), and
 #     CPython's own Lib/test/test_tracemalloc.py run
 #     against memtape (tests/cpython/run_cpython_tracemalloc.py)
@@ -157,6 +158,8 @@ ensure_tool npm npm "the viewer tests will fail"
 ensure_tool gcc "gcc libc6-dev" "the native tests will fail"
 # The stress suite's watchdog prints the native stacks of a stuck process with gdb.
 ensure_tool gdb gdb "the stress watchdog test will fail"
+# The live view is driven in a detached tmux session (tests/test_live_view.py).
+ensure_tool tmux tmux "the live view tests will fail"
 
 # Runs "$@" where CPython $v lives: here, or in the Debian-unstable chroot (3.14, 3.15).
 in_home_of() {

@@ -102,6 +102,10 @@ def main(argv: list[str]) -> int:
     shown = opts.output or default_output(opts.program)
     path = os.path.abspath(shown)  # the program may change directory
     refuse_overwrite("run", shown, opts.force)
+    if opts.live:
+        from memtape.cli.run_live import run_live
+
+        return run_live(argv, shown, opts.force)
     launcher = os.path.abspath(sys.argv[0])  # before prepare() replaces sys.argv
     prepare(opts.program)
     # memtape's own work on this thread stays out of the capture; run() hands the thread

@@ -40,6 +40,8 @@ class RunOptions:
     native_stacks: bool = False
     #: How the end summary shows import machinery (``--imports``).
     imports: str = DEFAULT_IMPORTS
+    #: Show the live view while the program runs (``--live``).
+    live: bool = False
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -101,6 +103,14 @@ def run_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print no summary at the end, and analyze nothing while the program runs "
         "(default: the summary)",
+    )
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="show a live view in the terminal while the program runs: memory now, over "
+        "time and the top sites, drawn again each second. The program runs in a child "
+        "process whose output (stdout and stderr) goes to FILE.out beside the capture; q "
+        "stops it as Ctrl-C would, and the capture ends complete (default: no view)",
     )
     add_imports_option(p)
     program = p.add_argument_group("the program (the first argument that is not an option)")
@@ -177,4 +187,5 @@ def parse_run_args(argv: list[str]) -> RunOptions:
         args.follow_children,
         args.native_stacks,
         args.imports,
+        args.live,
     )

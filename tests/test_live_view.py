@@ -1,0 +1,352 @@
+"""The live view (``memtape live FILE``, ``memtape run --live``) driven as a user would,
+in a detached tmux session: ``send-keys`` presses the keys, ``capture-pane`` reads the
+screen. The program allocates on known lines for up to a minute: a big live line, rows
+of smaller live lines (to scroll), a line in a second file (for the view by file) and a
+big block freed at once (allocated since the start, never live for long)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from memtape import _native
+from memtape.live_view.process_state import process_running
+from memtape.live_view.sparkline import ASCII_STEPS, sparkline
+from memtape_cli import PACKAGE_DIR, memtape
+
+#: Sizes of the rows of live lines, biggest first (all below the big line's and the
+#: second file's), so that the view's order is known.
+ROW_SIZES = [20_000 - 1_000 * i for i in range(12)]
+#: How long the view may take to show what the test waits for ("within a few seconds":
+#: memtape's start, the capture's first block, a refresh; on a busy machine).
+SHOW_S = 15.0
+
+
+def write_program(directory: Path) -> dict[str, int]:
+    """Writes prog.py (and helper_mod.py); returns the line number of each tag."""
+    rows = [
+        f"    kept.append(bytearray({size}))  # @live:row{i}" for i, size in enumerate(ROW_SIZES)
+    ]
+    program = [
+        "import sys",
+        "import time",
+        "",
+        "import helper_mod",
+        "",
+        "kept = []",
+        "for step in range(int(sys.argv[1])):",
+        "    kept.append(bytearray(200_000))  # @live:big",
+        *rows,
+        "    helper_mod.grow(kept)",
+        "    scratch = bytearray(3_000_000)  # @live:churn",
+        "    del scratch",
+        '    print(f"step {step}", flush=True)',
+        "    time.sleep(0.1)",
+    ]
+    (directory / "prog.py").write_text("\n".join(program) + "\n")
+    (directory / "helper_mod.py").write_text(
+        "def grow(kept):\n    kept.append(bytearray(50_000))\n"
+    )
+    return {
+        line.rsplit("# @live:", 1)[1]: number
+        for number, line in enumerate((directory / "prog.py").read_text().splitlines(), 1)
+        if "# @live:" in line
+    }
+
+
+class Pane:
+    """A detached tmux session of its own (a private server socket), running one
+    command in ``directory``; the pane ends with ``EXIT=<status>`` when it returns."""
+
+    def __init__(self, directory: Path, args: list[str], *, width: int, height: int) -> None:
+        self.socket = f"memtape-live-test-{uuid.uuid4().hex[:12]}"
+        command = shlex.join([sys.executable, "-m", "memtape", *args])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(PACKAGE_DIR.parent), *filter(None, [env.get("PYTHONPATH")])]
+        )
+        env["LANG"] = "C.UTF-8"
+        env.pop("TMUX", None)
+        self._tmux(
+            "new-session",
+            "-d",
+            "-s",
+            "view",
+            "-x",
+            str(width),
+            "-y",
+            str(height),
+            f"cd {shlex.quote(str(directory))} && {command}; echo EXIT=$?; sleep 600",
+            env=env,
+        )
+
+    def _tmux(self, *args: str, env: dict[str, str] | None = None) -> str:
+        done = subprocess.run(
+            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=30,
+            check=True,
+        )
+        return done.stdout
+
+    def text(self) -> str:
+        """The screen now (wrapped lines joined)."""
+        return self._tmux("capture-pane", "-p", "-J", "-t", "view")
+
+    def keys(self, *keys: str) -> None:
+        self._tmux("send-keys", "-t", "view", *keys)
+
+    def wait_for(self, ready: Callable[[str], bool], what: str, timeout: float = SHOW_S) -> str:
+        """The screen once ``ready`` holds for it; fails naming ``what`` and showing the
+        screen after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.text()
+            if ready(text):
+                return text
+            if time.monotonic() > deadline:
+                pytest.fail(f"after {timeout} s the pane shows no {what}:\n{text}")
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def panes() -> Iterator[Callable[..., Pane]]:
+    opened: list[Pane] = []
+
+    def open_pane(directory: Path, args: list[str], *, width: int = 110, height: int = 30) -> Pane:
+        pane = Pane(directory, args, width=width, height=height)
+        opened.append(pane)
+        return pane
+
+    yield open_pane
+    for pane in opened:
+        pane.close()
+
+
+def site_rows(text: str) -> list[str]:
+    """The site labels on the screen, top first."""
+    lines = [line.rstrip() for line in text.splitlines()]
+    start = next(i for i, line in enumerate(lines) if "blocks" in line and "sites," in line)
+    rows = []
+    for line in lines[start + 1 :]:
+        if line.startswith("↑↓") or not line.strip():
+            break
+        # "  26.7 MiB       280  prog.py:8 in <module>": a size, its unit, blocks, the site.
+        rows.append(line.split(None, 3)[3])
+    return rows
+
+
+def line_site(line: int) -> str:
+    return f"prog.py:{line} in <module>"
+
+
+def top_is(site: str) -> Callable[[str], bool]:
+    def ready(text: str) -> bool:
+        try:
+            rows = site_rows(text)
+        except StopIteration:
+            return False
+        return bool(rows) and rows[0] == site
+
+    return ready
+
+
+def exit_status(pane: Pane) -> int:
+    text = pane.wait_for(lambda t: "EXIT=" in t, "exit status")
+    return int(text.split("EXIT=", 1)[1].split()[0])
+
+
+def test_run_live_shows_the_sites_switches_views_scrolls_and_q_stops_the_program(
+    tmp_path: Path, panes: Callable[..., Pane]
+) -> None:
+    lines = write_program(tmp_path)
+    # 20 lines: 12 sites a page, fewer than the program's.
+    pane = panes(tmp_path, ["run", "--live", "-o", "cap.mtape", "prog.py", "600"], height=20)
+    # The top line of the program heads the sites live now within a few seconds.
+    text = pane.wait_for(top_is(line_site(lines["big"])), "big line on top")
+    assert "[l] live now *" in text
+    assert "the program's output goes to cap.mtape.out" in text
+    # The program's prints go to the file, not onto the view.
+    assert "step " not in text
+    assert "step 0" in (tmp_path / "cap.mtape.out").read_text()
+    # Live now, by line: the big line, the second file's line, then the rows by size.
+    rows = site_rows(text)
+    big = line_site(lines["big"])
+    # The freed 3 MB blocks are not live: their line is not among the biggest.
+    assert rows == [
+        big,
+        "helper_mod.py:2 in grow",
+        *(line_site(lines[f"row{i}"]) for i in range(10)),
+    ]
+
+    # j scrolls one site down, k back up.
+    pane.keys("j")
+    pane.wait_for(top_is("helper_mod.py:2 in grow"), "scroll by one")
+    pane.keys("j", "j")
+    pane.wait_for(top_is(line_site(lines["row1"])), "scroll by three")
+    pane.keys("k")
+    pane.wait_for(top_is(line_site(lines["row0"])), "scroll back by one")
+
+    # a: allocated since the start, the freed 3 MB block first; the view starts at the top.
+    pane.keys("a")
+    text = pane.wait_for(top_is(line_site(lines["churn"])), "churn line on top")
+    assert "[a] allocated since start *" in text
+    assert site_rows(text)[1] == line_site(lines["big"])
+
+    # f: live now by file: files, not lines.
+    pane.keys("f")
+    text = pane.wait_for(top_is("prog.py"), "prog.py on top")
+    assert "[f] live now, by file *" in text
+    assert site_rows(text)[1] == "helper_mod.py"
+
+    # q stops the program as Ctrl-C would; the capture ends complete.
+    pane.keys("q")
+    assert exit_status(pane) == 130
+    text = pane.text()
+    assert "stopping the program (SIGINT)" in text
+    assert "the program exited with status 130; its output is in cap.mtape.out" in text
+    capture = _native.analyze_capture(str(tmp_path / "cap.mtape"))
+    assert capture.complete
+    output = (tmp_path / "cap.mtape.out").read_text()
+    assert "KeyboardInterrupt" in output and "step 599" not in output
+
+
+def test_run_live_of_a_program_that_ends_shows_the_end_until_q(
+    tmp_path: Path, panes: Callable[..., Pane]
+) -> None:
+    lines = write_program(tmp_path)
+    pane = panes(tmp_path, ["run", "--live", "-o", "cap.mtape", "prog.py", "10"])
+    text = pane.wait_for(lambda t: "recording ended (complete)" in t, "end of the recording")
+    assert " exited · " in text.splitlines()[0]
+    assert site_rows(text)[0] == line_site(lines["big"])
+    assert "EXIT=" not in text  # the view stays until q
+    pane.keys("q")
+    assert exit_status(pane) == 0
+    assert "stopping the program" not in pane.text()
+    assert "step 9" in (tmp_path / "cap.mtape.out").read_text()
+
+
+def test_run_live_stops_the_program_when_its_terminal_closes(
+    tmp_path: Path, panes: Callable[..., Pane]
+) -> None:
+    lines = write_program(tmp_path)
+    pane = panes(tmp_path, ["run", "--live", "-o", "cap.mtape", "prog.py", "600"])
+    pane.wait_for(top_is(line_site(lines["big"])), "big line on top")
+    program = json.loads(_native.capture_metadata(str(tmp_path / "cap.mtape")))["pid"]
+    pane.close()  # the terminal goes away: a hang-up
+    deadline = time.monotonic() + 3 * SHOW_S
+    try:
+        while process_running(program):
+            assert time.monotonic() < deadline, "the program still runs"
+            time.sleep(0.1)
+    finally:
+        if process_running(program):
+            os.kill(program, signal.SIGKILL)
+    assert _native.analyze_capture(str(tmp_path / "cap.mtape")).complete
+    assert "step 599" not in (tmp_path / "cap.mtape.out").read_text()
+
+
+def test_live_follows_another_process_capture_and_q_leaves_it_recording(
+    tmp_path: Path, panes: Callable[..., Pane]
+) -> None:
+    lines = write_program(tmp_path)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(PACKAGE_DIR.parent)
+    with open(tmp_path / "out.txt", "wb") as out:
+        recorder = subprocess.Popen(
+            [sys.executable, "-m", "memtape", "run", "-q", "-o", "cap.mtape", "prog.py", "600"],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + SHOW_S
+        while not (tmp_path / "cap.mtape").exists():
+            assert time.monotonic() < deadline and recorder.poll() is None
+            time.sleep(0.05)
+        pane = panes(tmp_path, ["live", "cap.mtape"])
+        text = pane.wait_for(top_is(line_site(lines["big"])), "big line on top")
+        assert f"pid {recorder.pid} running" in text
+        assert "q quit (the recording goes on)" in text
+        pane.keys("q")
+        assert exit_status(pane) == 0
+        # The recording goes on: the program runs and its capture grows.
+        size = (tmp_path / "cap.mtape").stat().st_size
+        time.sleep(1.5)
+        assert recorder.poll() is None
+        assert (tmp_path / "cap.mtape").stat().st_size > size
+    finally:
+        os.killpg(recorder.pid, signal.SIGTERM)
+        recorder.wait(60)
+
+
+@pytest.fixture
+def finished_capture(tmp_path: Path) -> Path:
+    (tmp_path / "small.py").write_text("data = bytearray(1000)\n")
+    done = memtape("run", "-q", "-o", "small.mtape", "small.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return tmp_path / "small.mtape"
+
+
+def test_not_a_terminal_gets_one_line_and_status_2(tmp_path: Path, finished_capture: Path) -> None:
+    done = memtape("live", finished_capture)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "memtape live: the live view needs a terminal: standard input and output are not both one"
+    ]
+    (tmp_path / "marks.py").write_text("open('ran', 'w').close()\n")
+    done = memtape("run", "--live", "-o", "marks.mtape", "marks.py", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "memtape run: the live view needs a terminal: standard input and output are not both one"
+    ]
+    # Nothing ran and nothing was written.
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "marks.mtape").exists()
+
+
+def test_a_terminal_too_small_gets_one_line_and_status_2(
+    tmp_path: Path, finished_capture: Path, panes: Callable[..., Pane]
+) -> None:
+    pane = panes(tmp_path, ["live", finished_capture.name], width=50, height=10)
+    assert exit_status(pane) == 2
+    message = (
+        "memtape live: the terminal is 50x10; the live view needs at least 60x12 (columns x lines)"
+    )
+    assert message in pane.text()
+    (tmp_path / "marks.py").write_text("open('ran', 'w').close()\n")
+    pane = panes(tmp_path, ["run", "--live", "-o", "m.mtape", "marks.py"], width=80, height=8)
+    assert exit_status(pane) == 2
+    assert "memtape run: the terminal is 80x8; the live view needs at least 60x12" in pane.text()
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "m.mtape").exists()
+
+
+def test_live_refuses_a_file_that_is_not_a_capture(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a capture at all, but long enough to tell\n")
+    done = memtape("live", tmp_path / "notes.txt")
+    assert done.returncode == 2
+    assert done.stderr.startswith("memtape live: ")
+    assert "not a memtape capture" in done.stderr
+
+
+def test_sparkline_scales_to_the_highest_sample_shown() -> None:
+    assert sparkline([0, 1, 4, 8], 6) == "  " + " ▁▄█"
+    # Only the last `width` samples count: the old highest one no longer scales them.
+    assert sparkline([100, 2, 4], 2) == "▄█"
+    assert sparkline([0, 0], 3, steps=ASCII_STEPS) == "   "
+    assert sparkline([5, 10], 2, steps=ASCII_STEPS) == "=@"

@@ -3,6 +3,7 @@
 use super::live_by_stack::StackTotal;
 use super::record::Record;
 use super::replay::{Replay, ReplayNow, ReplayOptions, ReplayResult};
+use super::series::SeriesPoint;
 use super::symbols::Symbols;
 use crate::capture::{HeapEvent, RecordVisitor};
 
@@ -58,6 +59,11 @@ impl Analysis {
     /// The live set after the records taken in so far, by stack id.
     pub fn live_table_now(&self) -> Vec<StackTotal> {
         self.replay.live_table_now()
+    }
+
+    /// Memory over time up to the last time stamp taken in.
+    pub fn series_now(&self) -> Vec<SeriesPoint> {
+        self.replay.series_now()
     }
 
     /// The symbols taken in so far.

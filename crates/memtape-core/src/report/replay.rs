@@ -310,6 +310,12 @@ impl Replay {
         self.by_stack.live_table()
     }
 
+    /// Memory over time up to the last time stamp (the events after it join the series
+    /// at the next one, or at [`finish`](Replay::finish)).
+    pub fn series_now(&self) -> Vec<SeriesPoint> {
+        self.series.points()
+    }
+
     /// Saves the live set if live bytes are about to fall from a new best.
     #[inline]
     fn before_fall(&mut self) {

@@ -229,7 +229,9 @@ impl LiveCapture {
     /// (None while reading goes on, else `complete`, `cut short`, or the error's
     /// message), `current` and `peak` bytes and their split by source
     /// (`[(source, bytes)]`), `peak_time` and `time` (seconds since the start),
-    /// `allocs`, `frees`, `allocated` (bytes), and the top `limit` sites of `table`
+    /// `allocs`, `frees`, `allocated` (bytes), `series` (memory over time up to the last
+    /// time stamp, `[(seconds, bytes)]`, each point the highest of its stretch of time,
+    /// at most 2,000), and the top `limit` sites of `table`
     /// (`live` now or `allocated` since the start) grouped `by` line or file, as
     /// `[(frames, bytes, count)]` (frames innermost first as `(filename, function,
     /// line)`), with `sites_total` (their table's bytes) and `sites_count` (its sites).
@@ -253,7 +255,7 @@ impl LiveCapture {
             }
         };
         let imports = import_frames(imports)?;
-        let (now, sites, total, started, ended) = {
+        let (now, series, sites, total, started, ended) = {
             let mut state = lock(&self.state);
             let rows: Vec<StackTotal> = match which {
                 SiteTable::Live => state.analysis.live_table_now(),
@@ -283,8 +285,15 @@ impl LiveCapture {
                 Ok(_) => "cut short".to_owned(),
                 Err(message) => message.clone(),
             });
+            let series: Vec<(f64, u64)> = state
+                .analysis
+                .series_now()
+                .iter()
+                .map(|p| (p.time_ns as f64 / 1e9, p.bytes))
+                .collect();
             (
                 state.analysis.now(),
+                series,
                 sites,
                 total,
                 state.metadata.is_some(),
@@ -306,6 +315,7 @@ impl LiveCapture {
         out.set_item("allocs", now.totals.allocs)?;
         out.set_item("frees", now.totals.frees)?;
         out.set_item("allocated", now.totals.bytes_allocated)?;
+        out.set_item("series", series)?;
         out.set_item("sites_total", total)?;
         out.set_item("sites_count", sites.len())?;
         let rows = PyList::empty(py);

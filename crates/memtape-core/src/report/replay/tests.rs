@@ -227,3 +227,31 @@ fn now_gives_what_finish_would_give_if_the_records_ended_here() {
     assert_eq!(r.now().peak.bytes, 150);
     assert_eq!(r.live_table_now(), vec![st(1, 20, 1), st(2, 50, 1)]);
 }
+
+#[test]
+fn series_now_is_the_series_up_to_the_last_time_stamp() {
+    let records = [
+        Record::Time { ns: 10 },
+        alloc(0x1000, 100, 1),
+        alloc(0x2000, 50, 2),
+        Record::Time { ns: 20 },
+        free(0x1000),
+        Record::Time { ns: 30 },
+        alloc(0x3000, 20, 1), // after the last time stamp: not in the series yet
+    ];
+    let mut r = Replay::default();
+    for rec in &records {
+        r.feed(rec);
+    }
+    let points: Vec<(u64, u64)> = r
+        .series_now()
+        .iter()
+        .map(|p| (p.time_ns, p.bytes))
+        .collect();
+    assert_eq!(points, [(10, 150), (20, 50)]);
+    let mut upto = Replay::default();
+    for rec in &records[..6] {
+        upto.feed(rec);
+    }
+    assert_eq!(r.series_now(), upto.finish().series);
+}

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from memtape import _native
 from memtape.live_view.process_state import process_running
-from memtape.live_view.sparkline import ASCII_STEPS, sparkline
+from memtape.live_view.sparkline import ASCII_STEPS, sparkline, time_columns
 from memtape_cli import PACKAGE_DIR, memtape
 
 #: Sizes of the rows of live lines, biggest first (all below the big line's and the
@@ -180,6 +180,9 @@ def test_run_live_shows_the_sites_switches_views_scrolls_and_q_stops_the_program
     text = pane.wait_for(top_is(line_site(lines["big"])), "big line on top")
     assert "[l] live now *" in text
     assert "the program's output goes to cap.mtape.out" in text
+    # Memory over time rises to its top (the highest column full).
+    memory = next(line for line in text.splitlines() if line.startswith("memory "))
+    assert "█" in memory and ", top " in memory
     # The program's prints go to the file, not onto the view.
     assert "step " not in text
     assert "step 0" in (tmp_path / "cap.mtape.out").read_text()
@@ -350,3 +353,12 @@ def test_sparkline_scales_to_the_highest_sample_shown() -> None:
     assert sparkline([100, 2, 4], 2) == "▄█"
     assert sparkline([0, 0], 3, steps=ASCII_STEPS) == "   "
     assert sparkline([5, 10], 2, steps=ASCII_STEPS) == "=@"
+
+
+def test_time_columns_keep_each_stretch_highest_and_carry_it_over_gaps() -> None:
+    # 10 s in 5 columns of 2 s: the highest point of each; none in 4-6 s: as before.
+    points = [(0.5, 10), (1.0, 30), (2.5, 20), (7.0, 5), (9.9, 8)]
+    assert time_columns(points, 5, 10.0) == [30, 20, 20, 5, 8]
+    # Before the first point: nothing yet.
+    assert time_columns([(6.0, 4)], 5, 10.0) == [0, 0, 0, 4, 4]
+    assert time_columns([], 3, 0.0) == [0, 0, 0]

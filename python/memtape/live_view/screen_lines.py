@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memtape.byte_size import format_size
-from memtape.live_view.sparkline import sparkline
+from memtape.live_view.sparkline import sparkline, time_columns
 from memtape.live_view.view_state import VIEW_KEYS, ViewState
 
 #: The smallest terminal the view draws in: the header (7 lines), a few sites, the keys.
@@ -107,8 +107,11 @@ def screen_lines(
     state.page = max(1, height - HEADER_LINES - FOOTER_LINES)
     state.sites_count = snapshot["sites_count"]
     state.scroll_by(0)  # the table may have shrunk
-    spark_width = max(10, width - 24)
-    top = max(state.history[-spark_width:], default=0)
+    span = f" 0-{snapshot['time']:.0f} s, top "
+    spark_width = max(10, width - len("memory ") - len(span) - 10)
+    # The last point: memory now, at the last time stamp.
+    points = [*snapshot["series"], (snapshot["time"], snapshot["current"])]
+    columns = time_columns(points, spark_width, snapshot["time"])
     tabs = "  ".join(
         f"[{key}] {v.title}" + (" *" if v is view else "") for key, v in VIEW_KEYS.items()
     )
@@ -118,7 +121,8 @@ def screen_lines(
         f"now  {format_size(snapshot['current']):>10}   {_split(snapshot['current_by_source'])}",
         f"peak {format_size(snapshot['peak']):>10}   {_split(snapshot['peak_by_source'])}"
         f" · at {snapshot['peak_time']:.1f} s",
-        f"memory {sparkline(state.history, spark_width, steps=steps)} top {format_size(top)}",
+        f"memory {sparkline(columns, spark_width, steps=steps)}{span}"
+        f"{format_size(max(columns, default=0))}",
         tabs,
         f"{'bytes':>10} {'blocks':>9}  {view.title}: {grouped(snapshot['sites_count'])} sites, "
         f"{format_size(snapshot['sites_total'])}",

@@ -77,8 +77,6 @@ def _run(screen: Any, capture: _native.LiveCapture, source: Source) -> None:
             if time.monotonic() >= due:
                 source = _watch_writer(capture, source)
                 snapshot = _snapshot(capture, state)
-                if snapshot["started"]:
-                    state.sample(snapshot["current"])
                 _draw(screen, snapshot, state=state, source=source, with_blocks=with_blocks)
                 due = time.monotonic() + REFRESH_S
             try:

@@ -1,11 +1,11 @@
-"""What the live view shows now: which table of sites, how far it is scrolled, and
-memory over time; the keys change it."""
+"""What the live view shows now: which table of sites and how far it is scrolled; the
+keys change it."""
 
 from __future__ import annotations
 
 import curses
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 class SiteView(enum.Enum):
@@ -30,8 +30,6 @@ class SiteView(enum.Enum):
 
 #: The key that picks each view, as the key line shows it.
 VIEW_KEYS = {"l": SiteView.LIVE, "a": SiteView.ALLOCATED, "f": SiteView.BY_FILE}
-#: Samples of memory over time kept (one a refresh): more than any terminal is wide.
-HISTORY = 1000
 
 
 class KeyAction(enum.Enum):
@@ -53,13 +51,6 @@ class ViewState:
     sites_count: int = 0
     #: Site rows that fit on the screen at the last draw.
     page: int = 10
-    #: Live bytes at each refresh, oldest first.
-    history: list[int] = field(default_factory=list)
-
-    def sample(self, current: int) -> None:
-        """Adds one refresh's live bytes to memory over time."""
-        self.history.append(current)
-        del self.history[:-HISTORY]
 
     def scroll_by(self, rows: int) -> None:
         """Scrolls by ``rows`` (up when negative), within the table."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,6 +76,8 @@ class Pane:
             [str(PACKAGE_DIR.parent), *filter(None, [env.get("PYTHONPATH")])]
         )
         env["LANG"] = "C.UTF-8"
+        # A stale size exported by a shell: the view must draw for the pane's own size.
+        env["COLUMNS"], env["LINES"] = "80", "24"
         env.pop("TMUX", None)
         self._tmux(
             "new-session",
@@ -125,6 +128,11 @@ class Pane:
 
 @pytest.fixture
 def panes() -> Iterator[Callable[..., Pane]]:
+    if shutil.which("tmux") is None:
+        pytest.fail(
+            "tmux is missing: install it (apt-get install tmux; scripts/test.sh does); for "
+            "CPython 3.14/3.15, scripts/sid_root.sh's package list needs it"
+        )
     opened: list[Pane] = []
 
     def open_pane(directory: Path, args: list[str], *, width: int = 110, height: int = 30) -> Pane:

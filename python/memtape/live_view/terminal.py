@@ -38,7 +38,6 @@ def terminal_problem() -> str | None:
     """Why the live view cannot run in this terminal (one line), or None when it can."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         return "the live view needs a terminal: standard input and output are not both one"
-    _size_from_terminal()
     size = os.get_terminal_size(sys.stdout.fileno())
     if size.columns < MIN_COLUMNS or size.lines < MIN_LINES:
         return (
@@ -52,11 +51,18 @@ def terminal_problem() -> str | None:
     return None
 
 
-def _size_from_terminal() -> None:
-    """Takes the screen's size from the terminal itself, never from LINES and COLUMNS in
-    the environment (a shell or a tool that exported them may have a size that is not
-    the terminal's, or no longer is: the view would be drawn for the wrong size)."""
-    curses.use_env(False)
+@contextlib.contextmanager
+def _size_from_terminal() -> Iterator[None]:
+    """While the view runs, curses takes the screen's size from the terminal itself:
+    LINES and COLUMNS are out of this process' environment (ncurses would take them over
+    the terminal's size, and a shell or tool that exported them may hold a size that is
+    not the terminal's, or no longer is: the view would be drawn for the wrong size).
+    ``curses.use_env(False)`` would not do: ncurses then takes terminfo's 80x24."""
+    saved = {name: os.environ.pop(name) for name in ("LINES", "COLUMNS") if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
 
 
 def show_live_view(path: str, pid: int | None, *, quit_note: str, note: str | None = None) -> None:
@@ -65,10 +71,10 @@ def show_live_view(path: str, pid: int | None, *, quit_note: str, note: str | No
     capture has no trailer, reading stops at what was written. Check
     :func:`terminal_problem` first. ``quit_note`` says on the key line what quitting
     does; ``note`` is shown under the title."""
-    _size_from_terminal()
     capture = _native.LiveCapture(path)
     try:
-        curses.wrapper(_run, capture, Source(path, pid, "running", quit_note, note))
+        with _size_from_terminal():
+            curses.wrapper(_run, capture, Source(path, pid, "running", quit_note, note))
     except KeyboardInterrupt:
         pass
     finally:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from memtape import _native
 from memtape.live_view.process_state import process_running
+from memtape.live_view.screen_lines import site_label
 from memtape.live_view.sparkline import ASCII_STEPS, sparkline, time_columns
 from memtape_cli import PACKAGE_DIR, memtape
 
@@ -370,3 +371,13 @@ def test_time_columns_keep_each_stretch_highest_and_carry_it_over_gaps() -> None
     # Before the first point: nothing yet.
     assert time_columns([(6.0, 4)], 5, 10.0) == [0, 0, 0, 4, 4]
     assert time_columns([], 3, 0.0) == [0, 0, 0]
+
+
+def test_a_site_whose_traceback_is_not_written_yet_says_so_while_recording() -> None:
+    unresolved = (("<unresolved>", "<unresolved>", 0),)
+    assert site_label(unresolved, "lineno", 60, recording=True) == "[traceback not written yet]"
+    assert site_label(unresolved, "lineno", 60) == "<unresolved>:0 in <unresolved>"
+    # A long path is cut at its start: the line and the function stay.
+    frames = (("/very/long/path/to/some/package/module.py", "load", 12),)
+    assert site_label(frames, "lineno", 30) == "…/package/module.py:12 in load"
+    assert site_label(frames, "filename", 20) == "…e/package/module.py"

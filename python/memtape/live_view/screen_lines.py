@@ -22,6 +22,12 @@ FOOTER_LINES = 1
 SITE_COLUMN = 22
 #: What a site without a Python frame is called (as in the flame graph).
 NO_PYTHON_FRAME = "[no Python frame]"
+#: The file name of a frame whose stack the capture has not defined (yet).
+UNRESOLVED = "<unresolved>"
+#: Such a site while the recording goes on: the recorder writes a stack's definition
+#: after the blocks that use it (it resolves stacks on the main thread, between
+#: bytecodes), so for a moment the view has the blocks and not yet their traceback.
+NOT_WRITTEN_YET = "[traceback not written yet]"
 
 
 @dataclass(frozen=True)
@@ -55,14 +61,19 @@ def _split(pairs: Sequence[tuple[str, int]]) -> str:
     )
 
 
-def site_label(frames: Sequence[tuple[str, str, int]], by: str, width: int) -> str:
+def site_label(
+    frames: Sequence[tuple[str, str, int]], by: str, width: int, *, recording: bool = False
+) -> str:
     """``app.py:12 in load`` (by line) or ``app.py`` (by file), in ``width`` characters:
     the file name relative to the current directory when it lies below it, and cut at
     its start when too long (``…/numpy/_core/numeric.py:212 in ones``), so that the
-    line and the function stay in view."""
+    line and the function stay in view. While ``recording``, a stack not defined yet
+    is said to be so."""
     if not frames:
         return NO_PYTHON_FRAME
     filename, function, line = frames[0]
+    if recording and filename == UNRESOLVED:
+        return NOT_WRITTEN_YET
     if os.path.isabs(filename):
         relative = os.path.relpath(filename)
         if not relative.startswith(".."):
@@ -129,7 +140,8 @@ def screen_lines(
     ]
     shown = sites[state.scroll : state.scroll + state.page]
     for frames, size, count in shown:
-        label = site_label(frames, view.by, width - SITE_COLUMN)
+        recording = snapshot["ended"] is None
+        label = site_label(frames, view.by, width - SITE_COLUMN, recording=recording)
         lines.append(f"{format_size(size):>10} {grouped(count):>9}  {label}")
     lines += [""] * (height - FOOTER_LINES - len(lines))
     lines.append(f"↑↓ j k PgUp PgDn scroll · Tab next view · q quit ({source.quit_note})")

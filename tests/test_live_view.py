@@ -23,7 +23,7 @@ from memtape import _native
 from memtape.live_view.process_state import process_running
 from memtape.live_view.screen_lines import site_label
 from memtape.live_view.sparkline import ASCII_STEPS, sparkline, time_columns
-from memtape_cli import PACKAGE_DIR, memtape
+from memtape_cli import PACKAGE_DIR, memtape, python
 
 #: Sizes of the rows of live lines, biggest first (all below the big line's and the
 #: second file's), so that the view's order is known.
@@ -381,3 +381,19 @@ def test_a_site_whose_traceback_is_not_written_yet_says_so_while_recording() -> 
     frames = (("/very/long/path/to/some/package/module.py", "load", 12),)
     assert site_label(frames, "lineno", 30) == "…/package/module.py:12 in load"
     assert site_label(frames, "filename", 20) == "…e/package/module.py"
+
+
+def test_a_python_without_curses_gets_one_line_and_status_2(
+    tmp_path: Path, finished_capture: Path
+) -> None:
+    # As a Python built without ncurses: importing curses fails.
+    no_curses = "import sys; sys.modules['_curses'] = None; from memtape.cli import main; main()"
+    for args in (["live", str(finished_capture)], ["run", "--live", "small.py"]):
+        done = python("-c", no_curses, *args, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        [line] = done.stderr.splitlines()
+        command = args[0]
+        assert line.startswith(
+            f"memtape {command}: the live view needs Python's curses module, which this "
+            "Python lacks (import of _curses halted; None in sys.modules)"
+        ), line

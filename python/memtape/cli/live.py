@@ -18,7 +18,6 @@ import os
 from memtape import _native
 from memtape.cli.capture_file import fail
 from memtape.cli.command_parser import command_parser
-from memtape.live_view import show_live_view, terminal_problem
 
 
 def writer_pid(path: str) -> int | None:
@@ -43,6 +42,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("file", help="a capture file being written by memtape run")
     args = p.parse_args(argv)
     pid = writer_pid(args.file)
+    try:
+        from memtape.live_view import show_live_view, terminal_problem
+    except ImportError as exc:  # a Python built without ncurses
+        fail("live", f"the live view needs Python's curses module, which this Python lacks ({exc})")
     problem = terminal_problem()
     if problem is not None:
         fail("live", problem)

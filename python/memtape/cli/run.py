@@ -103,8 +103,15 @@ def main(argv: list[str]) -> int:
     path = os.path.abspath(shown)  # the program may change directory
     refuse_overwrite("run", shown, opts.force)
     if opts.live:
-        from memtape.cli.run_live import run_live
-
+        try:
+            from memtape.cli.run_live import run_live
+        except ImportError as exc:  # a Python built without ncurses
+            print(
+                "memtape run: the live view needs Python's curses module, which this Python "
+                f"lacks ({exc})",
+                file=sys.stderr,
+            )
+            return 2
         return run_live(argv, shown, opts.force)
     launcher = os.path.abspath(sys.argv[0])  # before prepare() replaces sys.argv
     prepare(opts.program)

@@ -47,6 +47,11 @@ pub trait RecordVisitor<'a> {
     /// The reader skipped a damaged part of the file: what follows comes after a gap
     /// (frees of blocks allocated in it, stacks defined in it).
     fn damage(&mut self) {}
+    /// The trailer was read: the recording ended cleanly. Whatever follows it (nothing,
+    /// in a sound file) is read only to check that, so a reader following a file still
+    /// being written can stop waiting for more bytes now (see
+    /// [`super::Following`]). Called by [`super::CaptureReader::visit_records`] only.
+    fn trailer(&mut self) {}
 
     /// A run of allocations and frees, in order: the same as [`alloc`](Self::alloc) or
     /// [`free`](Self::free) for each (the default). The two-thread reader hands them over

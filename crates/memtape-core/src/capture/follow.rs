@@ -85,6 +85,64 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
     }
 
+    /// Sets the writer's flag when the reader meets the trailer, as a live view does.
+    struct EndsAtTrailer {
+        finished: Arc<AtomicBool>,
+        events: u64,
+    }
+
+    impl crate::capture::RecordVisitor<'_> for EndsAtTrailer {
+        fn alloc(&mut self, _: u32, _: u64, _: u64, _: u32) {
+            self.events += 1;
+        }
+        fn free(&mut self, _: Option<u32>, _: u64) {
+            self.events += 1;
+        }
+        fn record(&mut self, _: crate::capture::Record<'_>) {}
+        fn trailer(&mut self) {
+            self.finished.store(true, Ordering::Release);
+        }
+    }
+
+    #[test]
+    fn a_reader_of_a_finished_capture_ends_at_its_trailer_when_the_visitor_says_so() {
+        use crate::capture::{BlockEncoder, CaptureFileWriter, CaptureReader, Record};
+        let path = temp_file("trailer");
+        let mut w = CaptureFileWriter::new(File::create(&path).unwrap(), "{}").unwrap();
+        let mut enc = BlockEncoder::new();
+        enc.record(&Record::Alloc {
+            domain: 0,
+            addr: 0x10,
+            size: 8,
+            stack: 0,
+        });
+        w.write_block(&enc.take()).unwrap();
+        w.finish("{}").unwrap();
+        // The writer never says it has finished: only the trailer ends the reading (an
+        // hour between looks: a reader waiting for more bytes would not end in time).
+        let finished = Arc::new(AtomicBool::new(false));
+        let input = Following::new(
+            File::open(&path).unwrap(),
+            Arc::clone(&finished),
+            Duration::from_secs(3600),
+        );
+        let (done, outcome) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut visitor = EndsAtTrailer {
+                finished,
+                events: 0,
+            };
+            let summary = CaptureReader::new(input)
+                .unwrap()
+                .visit_records(&mut visitor)
+                .unwrap();
+            let _ = done.send((summary.complete, visitor.events));
+        });
+        let ended = outcome.recv_timeout(Duration::from_secs(30));
+        assert_eq!(ended, Ok((true, 1)));
+        std::fs::remove_file(&path).unwrap();
+    }
+
     #[test]
     fn an_unparked_reader_looks_again_at_once() {
         let path = temp_file("last");

@@ -262,6 +262,7 @@ impl<R: Read> CaptureReader<R> {
                 };
                 summary.complete = true;
                 summary.trailer_json = Some(trailer.to_owned());
+                visitor.trailer();
                 self.skip_after_trailer(&mut summary)?;
                 return self.ended(summary);
             }

@@ -397,3 +397,42 @@ def test_a_python_without_curses_gets_one_line_and_status_2(
             f"memtape {command}: the live view needs Python's curses module, which this "
             "Python lacks (import of _curses halted; None in sys.modules)"
         ), line
+
+
+def test_live_capture_of_a_finished_file_gives_the_figures_of_the_reports(
+    tmp_path: Path,
+) -> None:
+    lines = write_program(tmp_path)
+    done = memtape("run", "-q", "-o", "cap.mtape", "prog.py", "5", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    path = str(tmp_path / "cap.mtape")
+    live = _native.LiveCapture(path)
+    assert live.wait(60)
+    report = _native.analyze_capture(path)
+    snapshot = live.snapshot(limit=1000)
+    assert snapshot["ended"] == "complete"
+    assert (snapshot["current"], snapshot["peak"]) == (report.end_bytes, report.peak[0])
+    assert snapshot["sites"] == report.sites(by="lineno", at="end", limit=1000)
+    assert snapshot["sites_total"] == report.end_bytes
+    by_file = live.snapshot(by="filename", limit=1000)["sites"]
+    assert by_file == report.sites(by="filename", at="end", limit=1000)
+    # Since the start: each line at least what is live of it; the freed line 5 blocks of
+    # 3,000,000 bytes at least, none of them live.
+    allocated = {
+        frames[0][2]: (size, count)
+        for frames, size, count in live.snapshot(table="allocated", limit=1000)["sites"]
+        if frames and frames[0][0].endswith("prog.py")
+    }
+    live_now = {
+        frames[0][2]: (size, count)
+        for frames, size, count in snapshot["sites"]
+        if frames and frames[0][0].endswith("prog.py")
+    }
+    # (A kept line also grows the list it appends to: freed when the list grows again.)
+    for line, (size, count) in live_now.items():
+        assert allocated[line][0] >= size and allocated[line][1] >= count, line
+    assert allocated[lines["big"]][0] >= 5 * 200_000
+    churn_bytes, churn_count = allocated[lines["churn"]]
+    assert churn_count == 2 * 5  # each bytearray: the object and its buffer
+    assert churn_bytes >= 5 * 3_000_000
+    assert live_now.get(lines["churn"], (0, 0))[0] < 3_000_000

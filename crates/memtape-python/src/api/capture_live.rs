@@ -84,6 +84,8 @@ fn lock(state: &Mutex<LiveState>) -> MutexGuard<'_, LiveState> {
 struct Feeding<'m> {
     state: &'m Mutex<LiveState>,
     guard: Option<MutexGuard<'m, LiveState>>,
+    /// Set at the trailer: nothing more is coming, the reading ends at the file's end.
+    finished: &'m AtomicBool,
 }
 
 impl Feeding<'_> {
@@ -121,6 +123,11 @@ impl<'a> RecordVisitor<'a> for Feeding<'_> {
         RecordVisitor::damage(&mut self.state().analysis);
     }
 
+    fn trailer(&mut self) {
+        self.guard = None;
+        self.finished.store(true, Ordering::Release);
+    }
+
     fn events(&mut self, events: &[HeapEvent]) {
         let state = self.state();
         for event in events {
@@ -134,10 +141,12 @@ impl<'a> RecordVisitor<'a> for Feeding<'_> {
     }
 }
 
-/// The thread: reads the header, then every block as it is written, until the trailer,
-/// a damaged end or [`LiveCapture::stop`].
+/// The thread: reads the header, then every block as it is written, until the trailer
+/// (the recording ended: it stops waiting for more), a damaged end or
+/// [`LiveCapture::stop`].
 fn follow(path: PathBuf, file: File, finished: Arc<AtomicBool>, state: Arc<Mutex<LiveState>>) {
-    let input = BufReader::with_capacity(1 << 20, Following::new(file, finished, POLL));
+    let input =
+        BufReader::with_capacity(1 << 20, Following::new(file, Arc::clone(&finished), POLL));
     let outcome = (|| {
         let mut reader = CaptureReader::new(input).map_err(|e| capture_error(&path, &e))?;
         let metadata = reader.metadata_json().to_owned();
@@ -152,6 +161,7 @@ fn follow(path: PathBuf, file: File, finished: Arc<AtomicBool>, state: Arc<Mutex
         let mut feeding = Feeding {
             state: &state,
             guard: None,
+            finished: &finished,
         };
         let summary = reader.visit_records(&mut feeding);
         drop(feeding);

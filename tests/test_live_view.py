@@ -308,6 +308,33 @@ def test_live_follows_another_process_capture_and_q_leaves_it_recording(
         recorder.wait(60)
 
 
+def test_live_of_a_recording_killed_shows_it_cut_short(
+    tmp_path: Path, panes: Callable[..., Pane]
+) -> None:
+    lines = write_program(tmp_path)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(PACKAGE_DIR.parent)
+    recorder = subprocess.Popen(
+        [sys.executable, "-m", "memtape", "run", "-q", "-o", "cap.mtape", "prog.py", "600"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + SHOW_S
+        while not (tmp_path / "cap.mtape").exists():
+            assert time.monotonic() < deadline and recorder.poll() is None
+            time.sleep(0.05)
+        pane = panes(tmp_path, ["live", "cap.mtape"])
+        pane.wait_for(top_is(line_site(lines["big"])), "big line on top")
+    finally:
+        recorder.kill()  # as the OOM killer would: no trailer
+        recorder.wait(60)
+    text = pane.wait_for(lambda t: "recording ended (cut short)" in t, "cut short")
+    assert f"pid {recorder.pid} exited" in text
+    assert site_rows(text)[0] == line_site(lines["big"])
+
+
 @pytest.fixture
 def finished_capture(tmp_path: Path) -> Path:
     (tmp_path / "small.py").write_text("data = bytearray(1000)\n")

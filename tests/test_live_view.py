@@ -6,6 +6,7 @@ big block freed at once (allocated since the start, never live for long)."""
 
 from __future__ import annotations
 
+import curses
 import json
 import os
 import shlex
@@ -23,6 +24,7 @@ from memtape import _native
 from memtape.live_view.process_state import process_running
 from memtape.live_view.screen_lines import site_label
 from memtape.live_view.sparkline import ASCII_STEPS, sparkline, time_columns
+from memtape.live_view.view_state import KeyAction, SiteView, ViewState
 from memtape_cli import PACKAGE_DIR, memtape, python
 
 #: Sizes of the rows of live lines, biggest first (all below the big line's and the
@@ -463,3 +465,27 @@ def test_live_capture_of_a_finished_file_gives_the_figures_of_the_reports(
     assert churn_count == 2 * 5  # each bytearray: the object and its buffer
     assert churn_bytes >= 5 * 3_000_000
     assert live_now.get(lines["churn"], (0, 0))[0] < 3_000_000
+
+
+def test_keys_cycle_views_and_scroll_within_the_sites() -> None:
+    state = ViewState(sites_count=30, page=10)
+    assert state.key("\t") is KeyAction.REDRAW and state.view is SiteView.ALLOCATED
+    state.key("\t")
+    assert state.view is SiteView.BY_FILE
+    state.key("\t")
+    assert state.view is SiteView.LIVE
+    state.key(curses.KEY_NPAGE)
+    assert state.scroll == 10
+    state.key(curses.KEY_END)
+    assert state.scroll == 20  # the last page: sites 20 to 29
+    state.key("j")
+    assert state.scroll == 20
+    state.key(curses.KEY_PPAGE)
+    assert state.scroll == 10
+    state.key("a")  # another view starts at its top
+    assert (state.view, state.scroll) == (SiteView.ALLOCATED, 0)
+    state.key("k")
+    assert state.scroll == 0
+    assert state.key("x") is KeyAction.NONE
+    assert state.key(curses.KEY_RESIZE) is KeyAction.REDRAW
+    assert state.key("q") is KeyAction.QUIT

@@ -23,10 +23,7 @@ COMMANDS = {
     "run": ("memtape.cli.run", "record a Python program into a capture file"),
     "attach": ("memtape.cli.attach", "record a running Python process (until memtape detach)"),
     "detach": ("memtape.cli.detach", "stop recording a process memtape attach records"),
-    "live": (
-        "memtape.cli.live",
-        "follow a capture being written: memory now, over time, top sites (a live view)",
-    ),
+    "live": ("memtape.cli.live", "follow a capture being written, in a live terminal view"),
     "stats": ("memtape.cli.stats", "totals, the peak and when it happened, top allocation sites"),
     "top": ("memtape.cli.top", "top allocation sites by line, file or traceback"),
     "diff": ("memtape.cli.diff", "what grew between two captures (or two moments of one)"),

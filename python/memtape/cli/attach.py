@@ -31,6 +31,7 @@ from memtape.attach.target_process import AttachError
 from memtape.cli.attach_note import describe_census
 from memtape.cli.capture_file import refuse_overwrite
 from memtape.cli.command_parser import command_parser, whole_number
+from memtape.cli.live import live_view_problem
 from memtape.cli.summary import print_read_hints
 
 
@@ -124,6 +125,12 @@ def parser() -> argparse.ArgumentParser:
         help="how long to wait for the target to start recording; it starts at the "
         "target's next safe point (default: 10)",
     )
+    p.add_argument(
+        "--live",
+        action="store_true",
+        help="show the recording in a live terminal view (as memtape live FILE); q detaches "
+        "and the process goes on running",
+    )
     p.add_argument("--force", action="store_true", help="overwrite the capture file if it exists")
     return p
 
@@ -143,6 +150,11 @@ def main(argv: list[str]) -> int:
         )
     shown = args.output or f"memtape-{_program_name(args.pid)}-{args.pid}.mtape"
     refuse_overwrite("attach", shown, args.force)
+    if args.live:
+        # Before the target is touched: a view that cannot be shown attaches nothing.
+        problem = live_view_problem()
+        if problem is not None:
+            return _fail(problem)
     options = AttachOptions(
         output=os.path.abspath(shown),
         nframe=args.nframe,
@@ -162,6 +174,8 @@ def main(argv: list[str]) -> int:
         print(f"memtape attach: interrupted; process {args.pid} is not recorded", file=sys.stderr)
         return 130
     _print_started(attachment, shown)
+    if args.live:
+        return _watch_live(attachment, shown)
     if args.duration is None:
         print(f"stop it with: memtape detach {args.pid}", file=sys.stderr)
         return 0
@@ -185,6 +199,22 @@ def _print_started(attachment: Attachment, shown: str) -> None:
         print(f"alive before the attach: {lines[0]}", file=sys.stderr)
         for line in lines[1:]:
             print(line, file=sys.stderr)
+
+
+def _watch_live(attachment: Attachment, shown: str) -> int:
+    """The live view of the recording until the user quits, then the detach (unless the
+    recording ended by itself meanwhile: --duration, or the target exited)."""
+    from memtape.live_view import show_live_view
+
+    pid = attachment.target.pid
+    note = f"attached to process {pid}: memory allocated before the attach is not attributed"
+    show_live_view(attachment.output, pid, quit_note="detaches", note=note)
+    try:
+        ending = wait_until_ended(attachment, 0.1) or stop_recording(pid)
+    except AttachError as refusal:
+        return _fail(str(refusal))
+    print_ended(ending.exit, ending.events, shown)
+    return 0
 
 
 def _wait(attachment: Attachment, shown: str, duration: float) -> int:

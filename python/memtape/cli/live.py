@@ -37,17 +37,25 @@ def writer_pid(path: str) -> int | None:
     return pid if isinstance(pid, int) else None
 
 
+def live_view_problem() -> str | None:
+    """Why the live view cannot be shown here (no curses in this Python, not a terminal,
+    one too small), or None."""
+    try:
+        from memtape.live_view import terminal_problem
+    except ImportError as exc:  # a Python built without ncurses
+        return f"the live view needs Python's curses module, which this Python lacks ({exc})"
+    return terminal_problem()
+
+
 def main(argv: list[str]) -> int:
     p = command_parser("live", __doc__ or "")
     p.add_argument("file", help="a capture file being written by memtape run")
     args = p.parse_args(argv)
     pid = writer_pid(args.file)
-    try:
-        from memtape.live_view import show_live_view, terminal_problem
-    except ImportError as exc:  # a Python built without ncurses
-        fail("live", f"the live view needs Python's curses module, which this Python lacks ({exc})")
-    problem = terminal_problem()
+    problem = live_view_problem()
     if problem is not None:
         fail("live", problem)
+    from memtape.live_view import show_live_view
+
     show_live_view(args.file, pid, quit_note="the recording goes on")
     return 0

@@ -1,4 +1,4 @@
-"""memtape's own memory across many start/stop cycles (benchmarks/RESULTS.md, Reliability).
+"""memtape's own memory across many start/stop cycles (benchmarks/HISTORY.md, Reliability).
 
 Each cycle starts ``memtape.tracemalloc`` (25 frames) and event recording, allocates and
 frees a few thousand blocks from a few call sites, takes a snapshot, reads the events,

@@ -83,7 +83,7 @@ def test_stress_threads_and_forks(tmp_path: Path) -> None:
     run = run_workload(tmp_path, "--seconds", str(STRESS_SECONDS), "--sources", "python,native",
                        limit_s=STRESS_SECONDS * 2 + 120)
     result = assert_clean(run)
-    print(json.dumps(result))  # the figures in benchmarks/RESULTS.md (pytest -s)
+    print(json.dumps(result))  # the figures in benchmarks/HISTORY.md (pytest -s)
     forks = result["forks"]
     assert forks.get("trace", 0) > 0 and forks.get("plain", 0) > 0, result
     assert forks.get("events", 0) > 0 and forks.get("capture", 0) > 0, result

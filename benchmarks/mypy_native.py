@@ -11,6 +11,7 @@ graph's frames from those modules.
 
 Needs mypy from its mypyc-compiled wheel in the measured interpreter
 (``PYTHON -m pip install mypy``); the target is any package mypy can check.
+``--json PATH`` also writes each configuration's ``[wall seconds, CPU seconds]``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--target", required=True, help="the package mypy checks")
+    p.add_argument("--json", help="also write the configurations' times to this file")
     args = p.parse_args()
     mypy = ["-m", "mypy", "--cache-dir=/dev/null", "--strict", args.target]
     py = args.python
@@ -81,6 +83,9 @@ def main() -> int:
         )
         with open(folded_path, encoding="utf-8") as f:
             folded = f.read().splitlines()
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"target": args.target, "configs": times}, f, indent=1)
     base = times["untraced"][1]
     print(f"mypy --strict {args.target}, one run each")
     print(f"{'config':<18} {'wall s':>7} {'cpu s':>7} {'x untraced (cpu)':>17}")

@@ -11,12 +11,14 @@ over untraced.
 
 Needs mypy from its mypyc-compiled wheel in the measured interpreter; the target is any
 package mypy can check (``--strict``, no cache, so every run does the same work).
+``--json PATH`` also writes every run's ``[wall seconds, CPU seconds]`` per configuration.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import statistics
 import sys
@@ -30,6 +32,7 @@ def main() -> int:
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--target", required=True, help="the package mypy checks")
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--json", help="also write every run's numbers to this file")
     args = p.parse_args()
     mypy = ["-m", "mypy", "--strict", "--cache-dir=/dev/null", args.target]
     with tempfile.TemporaryDirectory() as tmp:
@@ -53,6 +56,9 @@ def main() -> int:
         for _ in range(args.runs):
             for name, cmd in configs.items():
                 times[name].append(timed(cmd))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"target": args.target, "runs": args.runs, "configs": times}, f, indent=1)
     base = statistics.median(w for w, _ in times["untraced"])
     print(f"mypy --strict {args.target}, {args.runs} runs each, interleaved")
     print(f"{'config':16} {'median s':>9} {'min-max s':>14} {'cpu s':>7} {'x untraced':>10}")

@@ -2,7 +2,9 @@
 native, the default), ``memtape run --no-native-heap``, ``memtape run --native`` (native
 stacks too), ``memray run --trace-python-allocators`` and ``memray run --native
 --trace-python-allocators``, beside an untraced run, on one workload script, interleaved
-round-robin in the same session.
+round-robin in the same session. These ``memtape`` configurations run with ``-q``; the
+``memtape-summary`` configuration (not in the default set) is plain ``memtape run``, with
+the end-of-run summary and the analysis behind it, for its peak RSS.
 
 Each run is a fresh process, timed from start to exit (start-up, imports and the capture's
 finishing included: what a user waits for). Also reported: the child's peak RSS
@@ -12,6 +14,9 @@ finishing included: what a user waits for). Also reported: the child's peak RSS
 
     python3 benchmarks/native_compare.py --python .venv-3.11/bin/python \\
         --script benchmarks/native_workloads/pandas_frames.py --runs 5
+
+``--json PATH`` also writes every run's numbers (per configuration: wall and CPU seconds,
+peak RSS MiB, the reported peak bytes and memtape's split by source).
 
 Needs memray in the measured interpreter (``PYTHON -m pip install memray``).
 """
@@ -26,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 CONFIGS = (
     "untraced",
@@ -57,6 +62,7 @@ def command(python: str, config: str, script: str, out: str) -> list[str]:
         "untraced": [python, script],
         "memtape-heap": [*memtape, "--no-native-heap", script],
         "memtape": [*memtape, script],
+        "memtape-summary": [python, "-m", "memtape", "run", "--force", "-o", out, script],
         "memtape-native": [*memtape, "--native", script],
         "memray": [*memray, script],
         "memray-native": [*memray, "--native", script],
@@ -103,7 +109,12 @@ def main() -> int:
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--script", required=True)
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument(
+        "--configs",
+        default=",".join(CONFIGS),
+        help="comma-separated, of the default and memtape-summary (default: %(default)s)",
+    )
+    p.add_argument("--json", help="also write every run's numbers to this file")
     args = p.parse_args()
     configs = args.configs.split(",")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
@@ -129,14 +140,25 @@ def main() -> int:
         f"{'config':<14} {'wall s':>7} {'cpu s':>6} {'x untraced (cpu)':>16} {'RSS MiB':>8} "
         f"{'reported peak MiB':>18}  by source at the peak (MiB)"
     )
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(
+                {
+                    "script": args.script,
+                    "runs": args.runs,
+                    "configs": {config: asdict(row) for config, row in rows.items()},
+                },
+                f,
+                indent=1,
+            )
     for config, row in rows.items():
         cpu = statistics.median(row.cpu_s)
         ratio = f"{cpu / base:.2f}" if base else "-"
-        peak = f"{statistics.median(row.peaks) / 2**20:.1f}" if row.peaks else "-"
-        split = ", ".join(f"{k} {v / 2**20:.1f}" for k, v in row.by_source.items())
+        shown_peak = f"{statistics.median(row.peaks) / 2**20:.1f}" if row.peaks else "-"
+        shown_split = ", ".join(f"{k} {v / 2**20:.1f}" for k, v in row.by_source.items())
         print(
             f"{config:<14} {statistics.median(row.wall_s):>7.2f} {cpu:>6.2f} {ratio:>16} "
-            f"{statistics.median(row.rss_mib):>8.1f} {peak:>18}  {split}"
+            f"{statistics.median(row.rss_mib):>8.1f} {shown_peak:>18}  {shown_split}"
         )
     return 0
 

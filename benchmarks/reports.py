@@ -6,6 +6,9 @@ For each tool: record the workload once (memtape run / memray run
 process each), reporting median wall seconds and peak RSS (max over runs).
 
 Usage: python benchmarks/reports.py --python .venv-3.11/bin/python [--runs 3] [--json P]
+
+``--script`` records another script instead of the workload (results_page.py --quick
+records a small one).
 """
 
 from __future__ import annotations
@@ -46,12 +49,12 @@ def measure(cmd: list[str], python: str) -> tuple[float, float]:
     return float(seconds), int(rss_kib) / 1024
 
 
-def record(python: str, tool: str, path: Path) -> float:
+def record(python: str, tool: str, path: Path, script: Path) -> float:
     if tool == "memtape":
-        cmd = [python, "-m", "memtape", "run", "--quiet", "-o", str(path), str(WORKLOAD)]
+        cmd = [python, "-m", "memtape", "run", "--quiet", "-o", str(path), str(script)]
     else:
         cmd = [python, "-m", "memray", "run", "--trace-python-allocators", "-q", "-f"]
-        cmd += ["-o", str(path), str(WORKLOAD)]
+        cmd += ["-o", str(path), str(script)]
     t = time.perf_counter()
     subprocess.run(cmd, check=True, timeout=1800, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t
@@ -83,6 +86,7 @@ def main() -> int:
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--script", type=Path, default=WORKLOAD, help="what to record")
     args = p.parse_args()
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -96,7 +100,7 @@ def main() -> int:
             ):
                 print("memray is not installed in --python; skipping its rows", file=sys.stderr)
                 continue
-            row: dict[str, float] = {"record_s": record(args.python, tool, capture)}
+            row: dict[str, float] = {"record_s": record(args.python, tool, capture, args.script)}
             row["capture_mib"] = os.path.getsize(capture) / 2**20
             if tool == "memtape":
                 row["events"] = memtape_events(args.python, capture)

@@ -1,0 +1,652 @@
+"""Measures every performance target of issue 32 side by side and writes RESULTS.md's first table.
+
+One command composes the other scripts, each in its own process, in rounds taken at
+different times (``--pause`` seconds between rounds):
+
+- ``run.py --json`` on alloc_heavy: untraced, memtape and stdlib tracemalloc at nframe 1,
+  memtape at nframe 25, memray, the event recorder (``memtape-events``) and ``memtape run``'s
+  recording (``memtape-capture``); on deep_recursion: untraced, memtape at nframe 25, memray;
+- ``mypy_run.py`` (mypy under ``memtape run``, ``-q`` and memray) and ``mypy_native.py``
+  (``--native`` beside memray ``--native``);
+- ``native_compare.py`` on the pandas and numpy workloads and on alloc_heavy: ``--native``
+  beside memray ``--native`` and peak RSS (untraced, ``memtape run``, ``memtape run -q``,
+  memray);
+- ``reports.py``: ``memtape stats`` and the flame graph on alloc_heavy's 36 M-event capture,
+  memray's beside them.
+
+Each round's value of a target comes from that round's runs (medians over ``--runs``);
+the table shows every round's value, their median, the target and whether the median
+holds it, with the date, the commit, the CPython version and the load average at the start
+and end of each round.
+
+    python3 benchmarks/results_page.py --python .venv-3.11/bin/python            # print
+    python3 benchmarks/results_page.py --python .venv-3.11/bin/python --write    # RESULTS.md
+    python3 benchmarks/results_page.py --quick                                   # ~1 min check
+
+``--quick`` runs the smallest sizes once: the page then says QUICK, its numbers mean nothing.
+On CPython 3.14 (git is not in that root, so name the commit):
+
+    bash scripts/sid_root.sh run .venv-3.14/bin/python benchmarks/results_page.py \\
+        --python .venv-3.14/bin/python --commit "$(git describe --always --dirty)"
+
+``--parts`` measures some of the targets only (the others read "not measured"),
+``--runs`` sets the runs per configuration within a round and ``--mypy-target`` what
+mypy checks. Raw numbers go to ``benchmarks/out/results-page-<time>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "RESULTS.md"
+BEGIN = "<!-- results_page.py: begin (generated; edit the script, not this table) -->"
+END = "<!-- results_page.py: end -->"
+PARTS = ("hot", "deep", "mypy", "mypy-native", "native", "reports")
+HOT_CONFIGS = "untraced,tracemalloc1,memtape1,memtape25,memray,memtape-events,memtape-capture"
+DEEP_CONFIGS = "untraced,memtape25,memray"
+NATIVE_CONFIGS = "untraced,memtape-summary,memtape,memtape-native,memray,memray-native"
+# The library each native workload needs in --python, beyond memtape and memray.
+NATIVE_NEEDS = {"pandas": "pandas", "numpy": "numpy", "alloc_heavy": "json"}
+NATIVE_SCRIPTS = {
+    "pandas": HERE / "native_workloads" / "pandas_frames.py",
+    "numpy": HERE / "native_workloads" / "numpy_arrays.py",
+    "alloc_heavy": HERE / "workloads" / "alloc_heavy.py",
+}
+MB = 1_000_000
+MIB = 1024 * 1024
+# A workload run as a script at its QUICK_PARAMS, for --quick.
+QUICK_WRAPPER = (
+    "import importlib.util, sys\n"
+    "spec = importlib.util.spec_from_file_location('workload', {path!r})\n"
+    "module = importlib.util.module_from_spec(spec)\n"
+    "spec.loader.exec_module(module)\n"
+    "module.main(**module.QUICK_PARAMS)\n"
+)
+QUICK_MYPY_TARGET = "def double(x: int) -> int:\n    return 2 * x\n"
+
+Round = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One target of issue 32 item 5: how a round's value is read, and the bound."""
+
+    name: str
+    goal: str
+    holds: Callable[[float], bool]
+    value: Callable[[Round], float | None]
+    shown: Callable[[float], str]
+    beside: Callable[[Round], str] = lambda _: ""
+    part: str = ""
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return numerator / denominator
+
+
+def hot(data: Round, workload: str, config: str) -> float | None:
+    """run.py's median seconds of one configuration on one workload."""
+    configs = data.get("run", {}).get(workload, {}).get("configs", {})
+    value = configs.get(config, {}).get("median_s")
+    return float(value) if value is not None else None
+
+
+def over_untraced(workload: str, config: str) -> Callable[[Round], float | None]:
+    return lambda data: ratio(hot(data, workload, config), hot(data, workload, "untraced"))
+
+
+def stdlib_speedup(data: Round) -> float | None:
+    return ratio(hot(data, "alloc_heavy", "tracemalloc1"), hot(data, "alloc_heavy", "memtape1"))
+
+
+def overhead_ratio(data: Round) -> float | None:
+    base = hot(data, "alloc_heavy", "untraced")
+    stdlib = hot(data, "alloc_heavy", "tracemalloc1")
+    memtape = hot(data, "alloc_heavy", "memtape1")
+    if base is None or stdlib is None or memtape is None or memtape <= base:
+        return None
+    return (stdlib - base) / (memtape - base)
+
+
+def mypy_ratio(config: str) -> Callable[[Round], float | None]:
+    def read(data: Round) -> float | None:
+        configs = data.get("mypy", {}).get("configs", {})
+        if config not in configs or "untraced" not in configs:
+            return None
+        walls = {name: statistics.median(w for w, _ in runs) for name, runs in configs.items()}
+        return ratio(walls[config], walls["untraced"])
+
+    return read
+
+
+def mypy_native_cpu(data: Round) -> float | None:
+    configs = data.get("mypy-native", {}).get("configs", {})
+    memtape, memray = configs.get("memtape --native"), configs.get("memray --native")
+    return ratio(memtape[1], memray[1]) if memtape and memray else None
+
+
+def native_median(data: Round, workload: str, config: str, key: str) -> float | None:
+    row = data.get("native", {}).get(workload, {}).get("configs", {}).get(config)
+    return statistics.median(row[key]) if row and row[key] else None
+
+
+def native_cpu(workload: str) -> Callable[[Round], float | None]:
+    return lambda data: ratio(
+        native_median(data, workload, "memtape-native", "cpu_s"),
+        native_median(data, workload, "memray-native", "cpu_s"),
+    )
+
+
+def native_cpu_beside(workload: str) -> Callable[[Round], str]:
+    def text(data: Round) -> str:
+        base = native_median(data, workload, "untraced", "cpu_s")
+        memtape = ratio(native_median(data, workload, "memtape-native", "cpu_s"), base)
+        memray = ratio(native_median(data, workload, "memray-native", "cpu_s"), base)
+        return f"CPU x untraced: memtape {times(memtape)}, memray {times(memray)}"
+
+    return text
+
+
+def rss_overhead(data: Round, config: str) -> float | None:
+    base = native_median(data, "alloc_heavy", "untraced", "rss_mib")
+    peak = native_median(data, "alloc_heavy", config, "rss_mib")
+    return peak - base if peak is not None and base is not None else None
+
+
+def rss_ratio(data: Round) -> float | None:
+    return ratio(rss_overhead(data, "memtape-summary"), rss_overhead(data, "memray"))
+
+
+def rss_beside(data: Round) -> str:
+    base = native_median(data, "alloc_heavy", "untraced", "rss_mib")
+    parts = [f"untraced {base:.0f} MiB" if base is not None else "untraced -"]
+    for label, config in (("run", "memtape-summary"), ("run -q", "memtape"), ("memray", "memray")):
+        extra = rss_overhead(data, config)
+        parts.append(f"{label} +{extra:.0f}" if extra is not None else f"{label} -")
+    return ", ".join(parts) + " MiB"
+
+
+def report(data: Round, tool: str, key: str) -> float | None:
+    value = data.get("reports", {}).get(tool, {}).get(key)
+    return float(value) if value is not None else None
+
+
+def slowest_report(data: Round, keys: tuple[str, str]) -> float | None:
+    """The larger of memtape's two reports' numbers (stats, flame graph), if both ran."""
+    stats, flame = (report(data, "memtape", key) for key in keys)
+    return None if stats is None or flame is None else max(stats, flame)
+
+
+def reports_seconds(data: Round) -> float | None:
+    return slowest_report(data, ("stats_s", "flamegraph_s"))
+
+
+def reports_mb(data: Round) -> float | None:
+    mib = slowest_report(data, ("stats_rss_mib", "flamegraph_rss_mib"))
+    return None if mib is None else mib * MIB / MB
+
+
+def reports_beside(data: Round) -> str:
+    events = report(data, "memtape", "events")
+    stats, flame = report(data, "memray", "stats_s"), report(data, "memray", "flamegraph_s")
+    shown = f"{events / 1e6:.1f} M events; " if events is not None else ""
+    return shown + f"memray stats {seconds(stats)}, flame graph {seconds(flame)}"
+
+
+def reports_mb_beside(data: Round) -> str:
+    stats = report(data, "memray", "stats_rss_mib")
+    flame = report(data, "memray", "flamegraph_rss_mib")
+    mb = [None if v is None else v * MIB / MB for v in (stats, flame)]
+    return f"memray stats {megabytes(mb[0])}, flame graph {megabytes(mb[1])}"
+
+
+def times(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
+def megabytes(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f} MB"
+
+
+def hot_beside(workload: str, peers: tuple[str, ...]) -> Callable[[Round], str]:
+    def text(data: Round) -> str:
+        base = hot(data, workload, "untraced")
+        return ", ".join(
+            f"{peer} {times(ratio(hot(data, workload, peer), base))}" for peer in peers
+        )
+
+    return text
+
+
+def at_most(bound: float) -> Callable[[float], bool]:
+    return lambda value: value <= bound
+
+
+def at_least(bound: float) -> Callable[[float], bool]:
+    return lambda value: value >= bound
+
+
+def below(bound: float) -> Callable[[float], bool]:
+    return lambda value: value < bound
+
+
+TARGETS = (
+    Target(
+        "alloc_heavy, memtape.tracemalloc nframe 25",
+        "<= 1.30x untraced",
+        at_most(1.30),
+        over_untraced("alloc_heavy", "memtape25"),
+        times,
+        hot_beside("alloc_heavy", ("memray",)),
+        "hot",
+    ),
+    Target(
+        "alloc_heavy, nframe 1: stdlib time / memtape time",
+        ">= 6x as fast as tracemalloc",
+        at_least(6.0),
+        stdlib_speedup,
+        times,
+        lambda data: (
+            f"overhead ratio (stdlib - untraced)/(memtape - untraced) "
+            f"{times(overhead_ratio(data))}; "
+            + hot_beside("alloc_heavy", ("tracemalloc1", "memtape1"))(data)
+        ),
+        "hot",
+    ),
+    Target(
+        "alloc_heavy, event recorder (memtape-events)",
+        "<= 1.60x untraced",
+        at_most(1.60),
+        over_untraced("alloc_heavy", "memtape-events"),
+        times,
+        hot_beside("alloc_heavy", ("memray",)),
+        "hot",
+    ),
+    Target(
+        "alloc_heavy, `memtape run` capture (memtape-capture)",
+        "<= 1.35x untraced",
+        at_most(1.35),
+        over_untraced("alloc_heavy", "memtape-capture"),
+        times,
+        hot_beside("alloc_heavy", ("memray",)),
+        "hot",
+    ),
+    Target(
+        "mypy under `memtape run` (wall)",
+        "<= 1.30x untraced",
+        at_most(1.30),
+        mypy_ratio("memtape run"),
+        times,
+        lambda data: (
+            f"memtape run -q {times(mypy_ratio('memtape run -q')(data))}, "
+            f"memray run {times(mypy_ratio('memray run')(data))}"
+        ),
+        "mypy",
+    ),
+    Target(
+        "deep_recursion, memtape25 time / memray time",
+        "<= 1.00 (memray's)",
+        at_most(1.0),
+        lambda data: ratio(
+            hot(data, "deep_recursion", "memtape25"), hot(data, "deep_recursion", "memray")
+        ),
+        times,
+        hot_beside("deep_recursion", ("memtape25", "memray")),
+        "deep",
+    ),
+    Target(
+        "reports on alloc_heavy's capture: time (stats, flame graph)",
+        "<= 1 s",
+        at_most(1.0),
+        reports_seconds,
+        seconds,
+        reports_beside,
+        "reports",
+    ),
+    Target(
+        "reports on alloc_heavy's capture: peak RSS",
+        "<= 64 MB",
+        at_most(64.0),
+        reports_mb,
+        megabytes,
+        reports_mb_beside,
+        "reports",
+    ),
+    Target(
+        "mypy `--native`: memtape CPU / memray CPU",
+        "< 1.00 (ahead of memray)",
+        below(1.0),
+        mypy_native_cpu,
+        times,
+        lambda _: "one run each per round (mypy_native.py)",
+        "mypy-native",
+    ),
+    *(
+        Target(
+            f"{workload} `--native`: memtape CPU / memray CPU",
+            "< 1.00 (ahead of memray)",
+            below(1.0),
+            native_cpu(workload),
+            times,
+            native_cpu_beside(workload),
+            "native",
+        )
+        for workload in NATIVE_SCRIPTS
+    ),
+    Target(
+        "alloc_heavy peak RSS overhead: `memtape run` / memray",
+        "<= 1.00 (memray's)",
+        at_most(1.0),
+        rss_ratio,
+        times,
+        rss_beside,
+        "native",
+    ),
+)
+
+
+@dataclass
+class Session:
+    """What one invocation measures, and where its scratch files go."""
+
+    args: argparse.Namespace
+    scratch: Path
+    rounds: list[Round] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    unavailable: list[str] = field(default_factory=list)
+    part_seconds: dict[str, float] = field(default_factory=dict)
+
+    def script(self, name: str, *extra: str, output: Path, part: str) -> bool:
+        """Runs one benchmark script; True when it wrote its JSON."""
+        command = [sys.executable, str(HERE / name), "--python", self.args.python, *extra]
+        print(f"$ {shlex.join(command)}", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        proc = subprocess.run(command, cwd=ROOT, stdout=sys.stderr, stderr=sys.stderr, check=False)
+        took = time.perf_counter() - start
+        self.part_seconds[part] = self.part_seconds.get(part, 0.0) + took
+        print(f"  ({name} took {took:.1f} s)", file=sys.stderr, flush=True)
+        if not output.exists():
+            self.failures.append(f"`{name}` exited {proc.returncode} without its numbers")
+            return False
+        return True
+
+    def importable(self, module: str) -> bool:
+        """Whether --python can import a workload's library; names it once when not."""
+        proc = subprocess.run(
+            [self.args.python, "-c", f"import {module}"], capture_output=True, check=False
+        )
+        note = f"`{module}` is not installed in {self.args.python} (pip install {module})"
+        if proc.returncode != 0 and note not in self.unavailable:
+            self.unavailable.append(note)
+        return proc.returncode == 0
+
+    def workload(self, path: Path) -> Path:
+        """The workload script to run whole: itself, or under --quick a small-size wrapper."""
+        if not self.args.quick:
+            return path
+        wrapper = self.scratch / f"quick_{path.name}"
+        wrapper.write_text(QUICK_WRAPPER.format(path=str(path)))
+        return wrapper
+
+    def mypy_target(self) -> str:
+        if not self.args.quick:
+            return str(self.args.mypy_target)
+        target = self.scratch / "quick_mypy_target.py"
+        target.write_text(QUICK_MYPY_TARGET)
+        return str(target)
+
+    def measure_round(self, index: int) -> Round:
+        args, runs = self.args, str(self.args.runs)
+        data: Round = {
+            "started": now().isoformat(timespec="seconds"),
+            "loadavg_start": os.getloadavg(),
+        }
+        start = time.perf_counter()
+        folder = self.scratch / f"round{index}"
+        folder.mkdir()
+        quick = ["--quick"] if args.quick else []
+        if "hot" in args.parts or "deep" in args.parts:
+            data["run"] = {}
+        for part, workload, configs in (
+            ("hot", "alloc_heavy", HOT_CONFIGS),
+            ("deep", "deep_recursion", DEEP_CONFIGS),
+        ):
+            if part not in args.parts:
+                continue
+            out = folder / f"run-{workload}.json"
+            run_args = ["--only", workload, "--configs", configs, "--runs", runs, *quick]
+            if self.script("run.py", *run_args, "--json", str(out), output=out, part=part):
+                data["run"][workload] = json.loads(out.read_text())["workloads"][workload]
+        if "mypy" in args.parts:
+            out = folder / "mypy.json"
+            target = self.mypy_target()
+            mypy_args = ["--target", target, "--runs", runs, "--json", str(out)]
+            if self.script("mypy_run.py", *mypy_args, output=out, part="mypy"):
+                data["mypy"] = json.loads(out.read_text())
+        if "mypy-native" in args.parts:
+            out = folder / "mypy-native.json"
+            target = self.mypy_target()
+            native_args = ["--target", target, "--json", str(out)]
+            if self.script("mypy_native.py", *native_args, output=out, part="mypy-native"):
+                data["mypy-native"] = json.loads(out.read_text())
+        if "native" in args.parts:
+            data["native"] = {}
+            for workload, path in NATIVE_SCRIPTS.items():
+                if not self.importable(NATIVE_NEEDS[workload]):
+                    continue
+                out = folder / f"native-{workload}.json"
+                script = str(self.workload(path))
+                native_args = ["--script", script, "--runs", runs, "--configs", NATIVE_CONFIGS]
+                native_args += ["--json", str(out)]
+                if self.script("native_compare.py", *native_args, output=out, part="native"):
+                    data["native"][workload] = json.loads(out.read_text())
+        if "reports" in args.parts:
+            out = folder / "reports.json"
+            script = str(self.workload(NATIVE_SCRIPTS["alloc_heavy"]))
+            report_args = ["--script", script, "--runs", runs, "--json", str(out)]
+            if self.script("reports.py", *report_args, output=out, part="reports"):
+                data["reports"] = json.loads(out.read_text())
+        data["loadavg_end"] = os.getloadavg()
+        data["seconds"] = time.perf_counter() - start
+        return data
+
+
+def now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def git_commit(given: str | None) -> str:
+    """``git rev-parse --short HEAD``, with ``-dirty`` when tracked files changed."""
+    if given:
+        return f"{given} (given with --commit)"
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (no git here: pass --commit)"
+    return head + ("-dirty" if dirty else "")
+
+
+def interpreter(python: str) -> str:
+    """The measured interpreter's version and build, and its memray's version."""
+    code = (
+        "import platform, importlib.metadata as m\n"
+        "try: memray = m.version('memray')\n"
+        "except m.PackageNotFoundError: memray = 'not installed'\n"
+        "print(f'CPython {platform.python_version()} ({platform.python_implementation()}, "
+        "{platform.python_compiler()}), memray {memray}')\n"
+    )
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    return proc.stdout.strip() or f"unknown ({python} did not start: {proc.stderr.strip()})"
+
+
+def cell(target: Target, value: float | None) -> str:
+    return "n/a" if value is None else target.shown(value)
+
+
+def render(session: Session, command: str, started: datetime.datetime) -> str:
+    args = session.args
+    lines = [BEGIN, ""]
+    if args.quick:
+        lines += [
+            "**QUICK run (`--quick`): smallest sizes, one run each; these numbers mean nothing.**",
+            "",
+        ]
+    lines += [
+        f"Command: `{command}`",
+        "",
+        f"- date: {started:%Y-%m-%d %H:%M} UTC; commit {git_commit(args.commit)}",
+        f"- {interpreter(args.python)}; {platform.platform()}, {os.cpu_count()} CPUs",
+        f"- {len(session.rounds)} round(s), {args.runs} run(s) per configuration in each "
+        f"round, {args.pause:g} s between rounds; parts: {', '.join(args.parts)}",
+    ]
+    for index, data in enumerate(session.rounds, 1):
+        start = ", ".join(f"{v:.2f}" for v in data["loadavg_start"])
+        end = ", ".join(f"{v:.2f}" for v in data["loadavg_end"])
+        lines.append(
+            f"- round {index}: started {data['started']}, took {data['seconds']:.0f} s; "
+            f"load average (1, 5, 15 min) {start} at the start, {end} at the end"
+        )
+    took = ", ".join(f"{part} {s:.0f} s" for part, s in session.part_seconds.items())
+    lines.append(f"- time per part, all rounds: {took}")
+    for failure in session.failures:
+        lines.append(f"- FAILED: {failure} (its rows read n/a)")
+    for note in session.unavailable:
+        lines.append(f"- not measured: {note}; its rows read n/a")
+    rounds = range(1, len(session.rounds) + 1)
+    header = ["target", "goal", *(f"round {i}" for i in rounds), "median", "holds", "beside"]
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for target in TARGETS:
+        values = [target.value(data) for data in session.rounds]
+        known = [v for v in values if v is not None]
+        median = statistics.median(known) if known else None
+        if target.part not in args.parts:
+            verdict = "not measured"
+        elif median is None or len(known) < len(values):
+            verdict = "n/a"
+        else:
+            verdict = "**yes**" if target.holds(median) else "**NO**"
+        beside = "; ".join(target.beside(data) for data in session.rounds[-1:])
+        row = [
+            target.name,
+            target.goal,
+            *(cell(target, v) for v in values),
+            cell(target, median),
+            verdict,
+            beside + (" (last round)" if len(session.rounds) > 1 and beside else ""),
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", END]
+    return "\n".join(lines) + "\n"
+
+
+def write_page(table: str, path: Path) -> None:
+    """Replaces the table between the markers, or puts it under the page's title."""
+    text = path.read_text() if path.exists() else "# Results\n"
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        path.write_text(head + table.rstrip("\n") + tail)
+        return
+    title, _, body = text.partition("\n")
+    path.write_text(f"{title}\n\n{table}\n{body.lstrip(chr(10))}")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--python", default=sys.executable, help="the interpreter measured")
+    p.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
+    p.add_argument("--pause", type=float, default=0.0, help="seconds between rounds (default 0)")
+    p.add_argument(
+        "--runs", type=int, help="runs per configuration in each round (default 3; --quick 1)"
+    )
+    p.add_argument("--quick", action="store_true", help="smallest sizes, to check it works")
+    p.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help=f"comma-separated parts to measure (default all: {', '.join(PARTS)})",
+    )
+    p.add_argument(
+        "--mypy-target",
+        default=str(ROOT / "python" / "memtape"),
+        help="the package mypy checks (default: python/memtape)",
+    )
+    p.add_argument(
+        "--commit",
+        help="the commit to print where git cannot run (inside scripts/sid_root.sh): "
+        '"$(git describe --always --dirty)"',
+    )
+    p.add_argument("--write", action="store_true", help="replace the table in RESULTS.md")
+    p.add_argument("--page", type=Path, default=RESULTS, help="the page --write changes")
+    args = p.parse_args(argv)
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
+    if args.runs is None:
+        args.runs = 1 if args.quick else 3
+    args.parts = [part for part in args.parts.split(",") if part]
+    unknown = sorted(set(args.parts) - set(PARTS))
+    if unknown:
+        p.error(f"unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    started = now()
+    shown_argv = [os.path.relpath(HERE / "results_page.py", ROOT), *argv]
+    command = shlex.join(["python3", *shown_argv])
+    with tempfile.TemporaryDirectory(prefix="memtape-results-") as scratch:
+        session = Session(args, Path(scratch))
+        for index in range(1, args.rounds + 1):
+            if index > 1 and args.pause:
+                time.sleep(args.pause)
+            print(f"== round {index} of {args.rounds}", file=sys.stderr, flush=True)
+            session.rounds.append(session.measure_round(index))
+    raw = HERE / "out" / f"results-page-{started:%Y%m%d-%H%M%S}.json"
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text(json.dumps({"command": command, "rounds": session.rounds}, indent=1) + "\n")
+    table = render(session, command, started)
+    if args.write:
+        write_page(table, args.page)
+        print(f"wrote the table to {args.page}; raw numbers: {raw}", file=sys.stderr)
+    else:
+        print(table, end="")
+    return 1 if session.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

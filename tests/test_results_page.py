@@ -1,0 +1,118 @@
+"""benchmarks/results_page.py --quick: one command measures every target and writes the page.
+
+No timing is asserted (``--quick`` numbers mean nothing); the page's structure is: every
+target's row with a value and a verdict, the command, the date, the commit, the CPython
+version, each round's load average, and ``--write`` replacing only what lies between the
+markers.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.util
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "results_page.py"
+
+
+def load_page_module() -> Any:
+    spec = importlib.util.spec_from_file_location("results_page", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["results_page"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+PAGE: Any = load_page_module()
+TARGET_NAMES = [target.name for target in PAGE.TARGETS]
+
+
+def run_page(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--python", sys.executable, "--quick", *args],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+        cwd=ROOT,
+    )
+
+
+def table_rows(page: str) -> dict[str, list[str]]:
+    rows = {}
+    for line in page.splitlines():
+        if line.startswith("| ") and not line.startswith("| target"):
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_quick_write_puts_every_target_between_the_markers(tmp_path: Path) -> None:
+    page = tmp_path / "RESULTS.md"
+    old = f"# Results\n\n{PAGE.BEGIN}\nan old table\n{PAGE.END}\n\nThe history: HISTORY.md.\n"
+    page.write_text(old)
+
+    proc = run_page("--rounds", "1", "--write", "--page", str(page))
+
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    text = page.read_text()
+    assert text.startswith("# Results\n\n")
+    assert "an old table" not in text
+    assert text.count(PAGE.BEGIN) == 1 and text.count(PAGE.END) == 1
+    assert text.endswith(f"{PAGE.END}\n\nThe history: HISTORY.md.\n")
+    assert "QUICK" in text
+    assert "Command: `python3 benchmarks/results_page.py " in text
+    assert "--quick" in text.split("Command:", 1)[1].splitlines()[0]
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    assert re.search(rf"commit {head}(-dirty)?\n", text), text
+    today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+    assert f"date: {today}" in text
+    assert f"CPython {platform.python_version()}" in text
+    assert re.search(r"round 1: started .* load average \(1, 5, 15 min\) [0-9.]+, ", text)
+
+    rows = table_rows(text)
+    assert list(rows) == TARGET_NAMES
+    for name, cells in rows.items():
+        goal, value, median, verdict, _beside = cells
+        assert goal, name
+        if name.startswith("pandas") and importlib.util.find_spec("pandas") is None:
+            assert (value, verdict) == ("n/a", "n/a"), cells
+            assert "`pandas` is not installed" in text
+            continue
+        # Every target available here was measured: a number, and whether it holds.
+        assert re.fullmatch(r"[0-9.]+(x| s| MB)", value), (name, cells)
+        assert median == value, cells
+        assert verdict in ("**yes**", "**NO**"), cells
+    assert "FAILED" not in text
+
+
+def test_rounds_are_columns_and_parts_left_out_say_so() -> None:
+    proc = run_page("--rounds", "2", "--parts", "hot")
+
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    header = next(line for line in proc.stdout.splitlines() if line.startswith("| target"))
+    assert [c.strip() for c in header.strip("|").split("|")] == [
+        "target",
+        "goal",
+        "round 1",
+        "round 2",
+        "median",
+        "holds",
+        "beside",
+    ]
+    assert "round 2: started" in proc.stdout
+    rows = table_rows(proc.stdout)
+    nframe25 = rows["alloc_heavy, memtape.tracemalloc nframe 25"]
+    first, second, median = (float(cell.rstrip("x")) for cell in nframe25[1:4])
+    assert abs(median - (first + second) / 2) <= 0.011, nframe25
+    assert rows["mypy under `memtape run` (wall)"][4] == "not measured"
+    assert rows["reports on alloc_heavy's capture: peak RSS"][4] == "not measured"

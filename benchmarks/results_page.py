@@ -57,6 +57,9 @@ ROOT = HERE.parent
 RESULTS = HERE / "RESULTS.md"
 BEGIN = "<!-- results_page.py: begin (generated; edit the script, not this table) -->"
 END = "<!-- results_page.py: end -->"
+# A 1-minute load average above this at a round's start means others used the CPUs.
+BUSY_LOADAVG = 1.0
+DEFAULT_MYPY_TARGET = str(ROOT / "python" / "memtape")
 PARTS = ("hot", "deep", "mypy", "mypy-native", "native", "reports")
 HOT_CONFIGS = "untraced,tracemalloc1,memtape1,memtape25,memray,memtape-events,memtape-capture"
 DEEP_CONFIGS = "untraced,memtape25,memray"
@@ -514,6 +517,20 @@ def interpreter(python: str) -> str:
     return proc.stdout.strip() or f"unknown ({python} did not start: {proc.stderr.strip()})"
 
 
+def reductions(args: argparse.Namespace) -> list[str]:
+    """How this run falls short of the full measurement, in words; empty when it does not."""
+    reduced = []
+    if args.rounds < 3:
+        reduced.append(f"{args.rounds} round(s), not 3")
+    if args.runs < 3:
+        reduced.append(f"{args.runs} run(s) per configuration, not 3")
+    if list(args.parts) != list(PARTS):
+        reduced.append(f"parts {', '.join(args.parts)} only")
+    if args.mypy_target != DEFAULT_MYPY_TARGET:
+        reduced.append(f"mypy checks {args.mypy_target}, not python/memtape")
+    return reduced
+
+
 def cell(target: Target, value: float | None) -> str:
     return "n/a" if value is None else target.shown(value)
 
@@ -524,6 +541,21 @@ def render(session: Session, command: str, started: datetime.datetime) -> str:
     if args.quick:
         lines += [
             "**QUICK run (`--quick`): smallest sizes, one run each; these numbers mean nothing.**",
+            "",
+        ]
+    reduced = reductions(args)
+    if reduced and not args.quick:
+        full = shlex.join(["python3", "benchmarks/results_page.py", "--python", args.python])
+        lines += [
+            f"**REDUCED run ({'; '.join(reduced)}): not the measurement the targets ask for.** "
+            f"The full three-round run is to be done on a quiet machine: `{full} --write`.",
+            "",
+        ]
+    busiest = max((data["loadavg_start"][0] for data in session.rounds), default=0.0)
+    if busiest > BUSY_LOADAVG:
+        lines += [
+            f"**The machine was busy** (1-minute load average up to {busiest:.2f} at a round's "
+            f"start, {os.cpu_count()} CPUs): every number below is slowed by other processes.",
             "",
         ]
     lines += [
@@ -602,7 +634,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument(
         "--mypy-target",
-        default=str(ROOT / "python" / "memtape"),
+        default=DEFAULT_MYPY_TARGET,
         help="the package mypy checks (default: python/memtape)",
     )
     p.add_argument(

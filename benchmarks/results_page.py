@@ -31,7 +31,8 @@ On CPython 3.14 (git is not in that root, so name the commit):
 
 ``--parts`` measures some of the targets only (the others read "not measured"),
 ``--runs`` sets the runs per configuration within a round and ``--mypy-target`` what
-mypy checks. Raw numbers go to ``benchmarks/out/results-page-<time>.json``.
+mypy checks. Raw numbers go to ``benchmarks/out/results-page-<time>.json``;
+``--from-json`` makes the table again from such a file without measuring.
 """
 
 from __future__ import annotations
@@ -535,8 +536,52 @@ def cell(target: Target, value: float | None) -> str:
     return "n/a" if value is None else target.shown(value)
 
 
-def render(session: Session, command: str, started: datetime.datetime) -> str:
-    args = session.args
+def median_over_rounds(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def workload_table(rounds: list[Round]) -> list[str]:
+    """Peak RSS (untraced, memtape run, -q, memray) and --native CPU seconds per workload."""
+    lines = [
+        "Peak RSS (MiB) and `--native` CPU seconds per program, medians over the rounds "
+        "(native_compare.py; mypy: mypy_native.py, CPU only):",
+        "",
+        "| program | untraced | `memtape run` | `memtape run -q` | memray | "
+        "`memtape run --native` CPU s | `memray run --native` CPU s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    rss_configs = ("untraced", "memtape-summary", "memtape", "memray")
+    for workload in NATIVE_SCRIPTS:
+        rss = [
+            median_over_rounds([native_median(d, workload, c, "rss_mib") for d in rounds])
+            for c in rss_configs
+        ]
+        cpu = [
+            median_over_rounds([native_median(d, workload, c, "cpu_s") for d in rounds])
+            for c in ("memtape-native", "memray-native")
+        ]
+        cells = [f"{v:.0f}" if v is not None else "n/a" for v in rss]
+        cells += [f"{v:.2f}" if v is not None else "n/a" for v in cpu]
+        lines.append(f"| {workload} | " + " | ".join(cells) + " |")
+    mypy_cpu = [
+        median_over_rounds(
+            [
+                (d.get("mypy-native", {}).get("configs", {}).get(config) or [None, None])[1]
+                for d in rounds
+            ]
+        )
+        for config in ("memtape --native", "memray --native")
+    ]
+    shown = [f"{v:.2f}" if v is not None else "n/a" for v in mypy_cpu]
+    lines.append("| mypy | - | - | - | - | " + " | ".join(shown) + " |")
+    return lines
+
+
+def render(raw: dict[str, Any]) -> str:
+    """The table between the markers, from what a run saved (its raw JSON)."""
+    meta, rounds = raw["meta"], raw["rounds"]
+    args = argparse.Namespace(**meta["args"])
     lines = [BEGIN, ""]
     if args.quick:
         lines += [
@@ -551,7 +596,7 @@ def render(session: Session, command: str, started: datetime.datetime) -> str:
             f"The full three-round run is to be done on a quiet machine: `{full} --write`.",
             "",
         ]
-    busiest = max((data["loadavg_start"][0] for data in session.rounds), default=0.0)
+    busiest = max((data["loadavg_start"][0] for data in rounds), default=0.0)
     if busiest > BUSY_LOADAVG:
         lines += [
             f"**The machine was busy** (1-minute load average up to {busiest:.2f} at a round's "
@@ -559,31 +604,31 @@ def render(session: Session, command: str, started: datetime.datetime) -> str:
             "",
         ]
     lines += [
-        f"Command: `{command}`",
+        f"Command: `{meta['command']}`",
         "",
-        f"- date: {started:%Y-%m-%d %H:%M} UTC; commit {git_commit(args.commit)}",
-        f"- {interpreter(args.python)}; {platform.platform()}, {os.cpu_count()} CPUs",
-        f"- {len(session.rounds)} round(s), {args.runs} run(s) per configuration in each "
+        f"- date: {meta['started']}; commit {meta['commit']}",
+        f"- {meta['interpreter']}; {meta['machine']}",
+        f"- {len(rounds)} round(s), {args.runs} run(s) per configuration in each "
         f"round, {args.pause:g} s between rounds; parts: {', '.join(args.parts)}",
     ]
-    for index, data in enumerate(session.rounds, 1):
+    for index, data in enumerate(rounds, 1):
         start = ", ".join(f"{v:.2f}" for v in data["loadavg_start"])
         end = ", ".join(f"{v:.2f}" for v in data["loadavg_end"])
         lines.append(
             f"- round {index}: started {data['started']}, took {data['seconds']:.0f} s; "
             f"load average (1, 5, 15 min) {start} at the start, {end} at the end"
         )
-    took = ", ".join(f"{part} {s:.0f} s" for part, s in session.part_seconds.items())
+    took = ", ".join(f"{part} {s:.0f} s" for part, s in raw["part_seconds"].items())
     lines.append(f"- time per part, all rounds: {took}")
-    for failure in session.failures:
+    for failure in raw["failures"]:
         lines.append(f"- FAILED: {failure} (its rows read n/a)")
-    for note in session.unavailable:
+    for note in raw["unavailable"]:
         lines.append(f"- not measured: {note}; its rows read n/a")
-    rounds = range(1, len(session.rounds) + 1)
-    header = ["target", "goal", *(f"round {i}" for i in rounds), "median", "holds", "beside"]
+    numbers = range(1, len(rounds) + 1)
+    header = ["target", "goal", *(f"round {i}" for i in numbers), "median", "holds", "beside"]
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for target in TARGETS:
-        values = [target.value(data) for data in session.rounds]
+        values = [target.value(data) for data in rounds]
         known = [v for v in values if v is not None]
         median = statistics.median(known) if known else None
         if target.part not in args.parts:
@@ -592,17 +637,18 @@ def render(session: Session, command: str, started: datetime.datetime) -> str:
             verdict = "n/a"
         else:
             verdict = "**yes**" if target.holds(median) else "**NO**"
-        beside = "; ".join(target.beside(data) for data in session.rounds[-1:])
+        measured = target.part in args.parts
+        beside = "; ".join(target.beside(data) for data in rounds[-1:]) if measured else ""
         row = [
             target.name,
             target.goal,
             *(cell(target, v) for v in values),
             cell(target, median),
             verdict,
-            beside + (" (last round)" if len(session.rounds) > 1 and beside else ""),
+            beside + (" (last round)" if len(rounds) > 1 and beside else ""),
         ]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", END]
+    lines += ["", *workload_table(rounds), "", END]
     return "\n".join(lines) + "\n"
 
 
@@ -644,6 +690,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--write", action="store_true", help="replace the table in RESULTS.md")
     p.add_argument("--page", type=Path, default=RESULTS, help="the page --write changes")
+    p.add_argument(
+        "--from-json",
+        type=Path,
+        metavar="RAW",
+        help="measure nothing: make the table again from an earlier run's raw numbers",
+    )
     args = p.parse_args(argv)
     if args.rounds < 1:
         p.error("--rounds must be at least 1")
@@ -658,9 +710,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.from_json:
+        return publish(json.loads(args.from_json.read_text()), args, args.from_json)
     started = now()
     shown_argv = [os.path.relpath(HERE / "results_page.py", ROOT), *argv]
-    command = shlex.join(["python3", *shown_argv])
+    meta = {
+        "command": shlex.join(["python3", *shown_argv]),
+        "started": f"{started:%Y-%m-%d %H:%M} UTC",
+        "commit": git_commit(args.commit),
+        "interpreter": interpreter(args.python),
+        "machine": f"{platform.platform()}, {os.cpu_count()} CPUs",
+        "args": {
+            key: getattr(args, key)
+            for key in ("python", "rounds", "runs", "pause", "quick", "parts", "mypy_target")
+        },
+    }
     with tempfile.TemporaryDirectory(prefix="memtape-results-") as scratch:
         session = Session(args, Path(scratch))
         for index in range(1, args.rounds + 1):
@@ -668,16 +732,28 @@ def main(argv: list[str]) -> int:
                 time.sleep(args.pause)
             print(f"== round {index} of {args.rounds}", file=sys.stderr, flush=True)
             session.rounds.append(session.measure_round(index))
-    raw = HERE / "out" / f"results-page-{started:%Y%m%d-%H%M%S}.json"
-    raw.parent.mkdir(parents=True, exist_ok=True)
-    raw.write_text(json.dumps({"command": command, "rounds": session.rounds}, indent=1) + "\n")
-    table = render(session, command, started)
+    raw = {
+        "meta": meta,
+        "rounds": session.rounds,
+        "failures": session.failures,
+        "unavailable": session.unavailable,
+        "part_seconds": session.part_seconds,
+    }
+    path = HERE / "out" / f"results-page-{started:%Y%m%d-%H%M%S}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(raw, indent=1) + "\n")
+    return publish(raw, args, path)
+
+
+def publish(raw: dict[str, Any], args: argparse.Namespace, path: Path) -> int:
+    """Prints the table, or with --write puts it in the page; 1 when a part failed."""
+    table = render(raw)
     if args.write:
         write_page(table, args.page)
-        print(f"wrote the table to {args.page}; raw numbers: {raw}", file=sys.stderr)
+        print(f"wrote the table to {args.page}; raw numbers: {path}", file=sys.stderr)
     else:
         print(table, end="")
-    return 1 if session.failures else 0
+    return 1 if raw["failures"] else 0
 
 
 if __name__ == "__main__":

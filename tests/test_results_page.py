@@ -46,11 +46,15 @@ def run_page(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def table_rows(page: str) -> dict[str, list[str]]:
+    """The targets' table: its rows by target name (the first cell)."""
+    lines = page.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| target |"))
     rows = {}
-    for line in page.splitlines():
-        if line.startswith("| ") and not line.startswith("| target"):
-            cells = [cell.strip() for cell in line.strip("|").split("|")]
-            rows[cells[0]] = cells[1:]
+    for line in lines[start + 2 :]:
+        if not line.startswith("| "):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[cells[0]] = cells[1:]
     return rows
 
 
@@ -93,6 +97,9 @@ def test_quick_write_puts_every_target_between_the_markers(tmp_path: Path) -> No
         assert median == value, cells
         assert verdict in ("**yes**", "**NO**"), cells
     assert "FAILED" not in text
+    # The peak RSS rows: untraced, memtape run, memtape run -q, memray, per program.
+    assert "| program | untraced | `memtape run` | `memtape run -q` | memray |" in text
+    assert re.search(r"\| alloc_heavy \| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9.]+ \| ", text)
 
 
 def test_rounds_are_columns_and_parts_left_out_say_so() -> None:
@@ -114,5 +121,5 @@ def test_rounds_are_columns_and_parts_left_out_say_so() -> None:
     nframe25 = rows["alloc_heavy, memtape.tracemalloc nframe 25"]
     first, second, median = (float(cell.rstrip("x")) for cell in nframe25[1:4])
     assert abs(median - (first + second) / 2) <= 0.011, nframe25
-    assert rows["mypy under `memtape run` (wall)"][4] == "not measured"
+    assert rows["mypy under `memtape run` (wall)"][4:] == ["not measured", ""]
     assert rows["reports on alloc_heavy's capture: peak RSS"][4] == "not measured"

@@ -60,6 +60,8 @@ BEGIN = "<!-- results_page.py: begin (generated; edit the script, not this table
 END = "<!-- results_page.py: end -->"
 # A 1-minute load average above this at a round's start means others used the CPUs.
 BUSY_LOADAVG = 1.0
+# The full measurement's options: three rounds ten minutes apart.
+FULL_RUN = ("--rounds", "3", "--pause", "600", "--write")
 DEFAULT_MYPY_TARGET = str(ROOT / "python" / "memtape")
 PARTS = ("hot", "deep", "mypy", "mypy-native", "native", "reports")
 HOT_CONFIGS = "untraced,tracemalloc1,memtape1,memtape25,memray,memtape-events,memtape-capture"
@@ -590,10 +592,12 @@ def render(raw: dict[str, Any]) -> str:
         ]
     reduced = reductions(args)
     if reduced and not args.quick:
-        full = shlex.join(["python3", "benchmarks/results_page.py", "--python", args.python])
+        full = shlex.join(
+            ["python3", "benchmarks/results_page.py", "--python", args.python, *FULL_RUN]
+        )
         lines += [
             f"**REDUCED run ({'; '.join(reduced)}): not the measurement the targets ask for.** "
-            f"The full three-round run is to be done on a quiet machine: `{full} --write`.",
+            f"The full three-round run is to be done on a quiet machine: `{full}`.",
             "",
         ]
     busiest = max((data["loadavg_start"][0] for data in rounds), default=0.0)
@@ -701,6 +705,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error("--rounds must be at least 1")
     if args.runs is None:
         args.runs = 1 if args.quick else 3
+    # The scripts run in the checkout's root: paths given from elsewhere are made absolute.
+    if os.sep in args.python:
+        args.python = os.path.abspath(args.python)
+    args.mypy_target = os.path.abspath(args.mypy_target)
     args.parts = [part for part in args.parts.split(",") if part]
     unknown = sorted(set(args.parts) - set(PARTS))
     if unknown:
@@ -750,9 +758,10 @@ def publish(raw: dict[str, Any], args: argparse.Namespace, path: Path) -> int:
     table = render(raw)
     if args.write:
         write_page(table, args.page)
-        print(f"wrote the table to {args.page}; raw numbers: {path}", file=sys.stderr)
+        print(f"wrote the table to {args.page}", file=sys.stderr)
     else:
         print(table, end="")
+    print(f"raw numbers: {path}", file=sys.stderr)
     return 1 if raw["failures"] else 0
 
 

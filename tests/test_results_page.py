@@ -12,6 +12,7 @@ import datetime
 import importlib.util
 import platform
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,8 +35,10 @@ PAGE: Any = load_page_module()
 TARGET_NAMES = [target.name for target in PAGE.TARGETS]
 
 
-def run_page(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+def run_page(*args: str, keep: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs results_page.py --quick; moves the raw JSON it leaves in benchmarks/out to
+    `keep`, or removes it."""
+    proc = subprocess.run(
         [sys.executable, str(SCRIPT), "--python", sys.executable, "--quick", *args],
         capture_output=True,
         text=True,
@@ -43,6 +46,12 @@ def run_page(*args: str) -> subprocess.CompletedProcess[str]:
         check=False,
         cwd=ROOT,
     )
+    for raw in re.findall(r"raw numbers: (\S+results-page-\S+\.json)", proc.stderr):
+        assert Path(raw).parent == ROOT / "benchmarks" / "out", raw
+        if keep is not None:
+            shutil.move(raw, keep)
+        Path(raw).unlink(missing_ok=True)
+    return proc
 
 
 def table_rows(page: str) -> dict[str, list[str]]:
@@ -123,3 +132,26 @@ def test_rounds_are_columns_and_parts_left_out_say_so() -> None:
     assert abs(median - (first + second) / 2) <= 0.011, nframe25
     assert rows["mypy under `memtape run` (wall)"][4:] == ["not measured", ""]
     assert rows["reports on alloc_heavy's capture: peak RSS"][4] == "not measured"
+
+
+def test_from_json_makes_the_same_table_again_without_measuring(tmp_path: Path) -> None:
+    page = tmp_path / "RESULTS.md"
+    raw = tmp_path / "raw.json"
+    proc = run_page("--rounds", "1", "--parts", "deep", "--write", "--page", str(page), keep=raw)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    assert raw.exists()
+
+    again = subprocess.run(
+        [sys.executable, str(SCRIPT), "--from-json", str(raw)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+
+    assert again.returncode == 0, again.stderr
+    assert "$ " not in again.stderr  # no benchmark script ran
+    written = page.read_text()
+    table = written[written.index(PAGE.BEGIN) : written.index(PAGE.END) + len(PAGE.END)]
+    assert again.stdout == table + "\n"

@@ -24,10 +24,11 @@ and end of each round.
     python3 benchmarks/results_page.py --quick                                   # ~1 min check
 
 ``--quick`` runs the smallest sizes once: the page then says QUICK, its numbers mean nothing.
-On CPython 3.14 (git is not in that root, so name the commit):
+On CPython 3.14, in the root of ``scripts/sid_root.sh`` (``--commit`` names the commit
+where git cannot run):
 
     bash scripts/sid_root.sh run .venv-3.14/bin/python benchmarks/results_page.py \\
-        --python .venv-3.14/bin/python --commit "$(git describe --always --dirty)"
+        --python .venv-3.14/bin/python
 
 ``--parts`` measures some of the targets only (the others read "not measured"),
 ``--runs`` sets the runs per configuration within a round and ``--mypy-target`` what

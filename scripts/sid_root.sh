@@ -15,11 +15,11 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 root="${MEMTAPE_SID_ROOT:-$HOME/.cache/memtape/sid-root}"
 # Bump when the package list changes: an older root is made again.
-recipe=3
+recipe=4
 packages=(
   python3.14 python3.14-dev python3.14-venv libpython3.14-testsuite
   python3.15 python3.15-dev python3.15-venv libpython3.15-testsuite
-  gcc g++ libc6-dev ca-certificates gdb chromium nodejs npm procps
+  gcc g++ libc6-dev ca-certificates gdb chromium nodejs npm procps tmux git
 )
 
 die() {

@@ -42,6 +42,24 @@ def test_capsule_table_matches_the_header(fakecache: ModuleType) -> None:
     assert fakecache.capture() == 0  # not recording: no traceback
 
 
+def test_capture_from_c_does_not_read_the_stack_while_not_recording(
+    fakecache: ModuleType,
+) -> None:
+    reads = memtape._native._traceback_stack_reads
+    before = reads()
+    assert [fakecache.capture() for _ in range(100)] == [0] * 100
+    assert fakecache.time_capture(10_000)[1] == 0  # the sum of the ids: all 0
+    assert reads() == before
+    memtape.record_memory_events(True, 1000, sources=("framework",))
+    try:
+        assert fakecache.capture() != 0
+    finally:
+        memtape.record_memory_events(False)
+    assert reads() == before + 1
+    assert fakecache.capture() == 0
+    assert reads() == before + 1
+
+
 def test_alloc_reuse_and_release_are_recorded(fakecache: ModuleType, recording: None) -> None:
     a = fakecache.alloc(1000)  # @tm:cabi-alloc
     fakecache.free(a, 1024)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -284,6 +284,25 @@ def test_capture_traceback_is_zero_when_not_recording() -> None:
     assert memtape.capture_traceback() == 0
     memtape.record_memory_events(True, 10)
     assert memtape.capture_traceback() != 0
+
+
+def _at_depth(depth: int, fn: Callable[[], int]) -> int:
+    return fn() if depth <= 1 else _at_depth(depth - 1, fn)
+
+
+def test_capture_traceback_does_not_read_the_stack_while_not_recording() -> None:
+    # Frameworks call it at every array they create: off, it returns at once.
+    reads = memtape._native._traceback_stack_reads
+    before = reads()
+    for depth in (1, 8, 32):
+        assert _at_depth(depth, lambda: [memtape.capture_traceback() for _ in range(100)][-1]) == 0
+    assert reads() == before
+    memtape.record_memory_events(True, 10)
+    assert _at_depth(8, memtape.capture_traceback) != 0
+    assert reads() == before + 1
+    memtape.record_memory_events(False)  # stopped, the kept events readable: off again
+    assert _at_depth(8, memtape.capture_traceback) == 0
+    assert reads() == before + 1
 
 
 FORKED_CHILD_EVENTS = """

@@ -93,6 +93,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(api::event_api::get_memory_events, m)?)?;
     m.add_function(wrap_pyfunction!(api::event_api::dump_snapshot, m)?)?;
     m.add_function(wrap_pyfunction!(api::framework_api::capture_traceback, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        api::framework_api::_traceback_stack_reads,
+        m
+    )?)?;
     m.add_function(wrap_pyfunction!(api::framework_api::_push_op, m)?)?;
     m.add_function(wrap_pyfunction!(api::framework_api::_pop_op, m)?)?;
     m.add_function(wrap_pyfunction!(

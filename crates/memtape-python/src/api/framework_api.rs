@@ -4,13 +4,15 @@
 use memtape_core::Action;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
 
 use crate::api::own_work::own_work;
 use crate::record::framework_events::{
-    capture_traceback_now, pop_op, push_op, record_allocator_event_checked, Report,
-    FRAMEWORK_ACTIONS,
+    capture_traceback_now, pop_op, push_op, record_allocator_event_checked, recording_events,
+    Report, FRAMEWORK_ACTIONS,
 };
-use crate::record::op_context::TracebackHandle;
+use crate::record::op_context::{TracebackHandle, NO_TRACEBACK};
+use crate::thread::hook_mode;
 
 /// capture_traceback() -> int
 ///
@@ -18,7 +20,21 @@ use crate::record::op_context::TracebackHandle;
 /// not being recorded). Ids go stale when a new recording starts.
 #[pyfunction]
 pub(crate) fn capture_traceback(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    if !recording_events() {
+        // At once, and unguarded: 0 is one of CPython's cached small ints, so nothing is
+        // allocated (the thread's mode is not even looked up).
+        return NO_TRACEBACK.into_bound_py_any(py);
+    }
     own_work(py, || Ok(capture_traceback_now()))
+}
+
+/// _traceback_stack_reads() -> int
+///
+/// How many times `capture_traceback` (from Python or through the C ABI) read the calling
+/// thread's stack: for tests (none while no recording is on).
+#[pyfunction]
+pub(crate) fn _traceback_stack_reads() -> u64 {
+    hook_mode::thread().map_or(0, |t| t.traceback_reads())
 }
 
 /// Enters an op context (use `memtape.op_context`).

@@ -3,6 +3,7 @@
 //! ([`crate::api::framework_api`]), the C ABI and the MLX allocator.
 
 use std::fmt;
+use std::sync::atomic::Ordering;
 
 use memtape_core::{Action, AllocatorReport, Event, StackId, EMPTY_STACK};
 use pyo3::exceptions::PyValueError;
@@ -10,7 +11,7 @@ use pyo3::prelude::*;
 
 use crate::record::capture;
 use crate::record::op_context::{self, OpContext, TracebackHandle, NO_TRACEBACK};
-use crate::record::recorder::{with_recorder, Recorder};
+use crate::record::recorder::{with_recorder, Recorder, EVENTS_RECORDING};
 use crate::record::repeat_alloc::repeat_traceback;
 use crate::thread::{hook_mode, thread_id};
 
@@ -55,10 +56,26 @@ impl From<FrameworkError> for PyErr {
     }
 }
 
+/// Whether events are being recorded, read without the lock: while they are not,
+/// [`capture_traceback_now`] has nothing to do.
+#[inline(always)]
+pub(crate) fn recording_events() -> bool {
+    EVENTS_RECORDING.load(Ordering::Acquire)
+}
+
 /// The calling thread's stack, interned; only while events are recorded (else
-/// [`NO_TRACEBACK`]). Without the GIL the thread's last captured stack is used.
+/// [`NO_TRACEBACK`], at once: the stack is not read). Without the GIL the thread's last
+/// captured stack is used.
 pub(crate) fn capture_traceback_now() -> TracebackHandle {
+    // Frameworks call this at every array they create, recording or not: off, it costs
+    // one load. A recording stopped after this check is seen under the lock below.
+    if !recording_events() {
+        return NO_TRACEBACK;
+    }
     let thread = hook_mode::thread();
+    if let Some(t) = thread {
+        t.count_traceback_read();
+    }
     let tstate = hook_mode::tstate_if_holding_gil(thread);
     if let Some(handle) = thread.and_then(|t| repeat_traceback(t, tstate)) {
         return handle;

@@ -71,6 +71,9 @@ pub(crate) struct HookThread {
     /// (see [`super::thread_filter`]).
     pub(crate) filter_epoch: Cell<u32>,
     pub(crate) left_out: Cell<bool>,
+    /// How many times `capture_traceback` read this thread's stack (for tests: none while
+    /// no recording is on).
+    traceback_reads: Cell<u64>,
 }
 
 impl HookThread {
@@ -84,6 +87,17 @@ impl HookThread {
     #[inline(always)]
     pub(crate) fn set_mode(&self, mode: HookMode) -> HookMode {
         self.mode.replace(mode)
+    }
+
+    /// Counts one reading of the thread's stack by `capture_traceback`.
+    #[inline(always)]
+    pub(crate) fn count_traceback_read(&self) {
+        self.traceback_reads.set(self.traceback_reads.get() + 1);
+    }
+
+    /// How many times `capture_traceback` read the thread's stack.
+    pub(crate) fn traceback_reads(&self) -> u64 {
+        self.traceback_reads.get()
     }
 
     /// Forgets the cached thread id (in a forked child, see [`super::thread_id::forget`]).
@@ -125,6 +139,7 @@ thread_local! {
             clock: ThreadClock::new(),
             filter_epoch: Cell::new(0),
             left_out: Cell::new(false),
+            traceback_reads: Cell::new(0),
         }
     };
 }

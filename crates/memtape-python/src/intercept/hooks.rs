@@ -20,6 +20,7 @@ use crate::intercept::{pymalloc_beneath, ref_tracer};
 use crate::record::recorder::{hooks_active, Recorder, HEAP_EVENTS, RECORDER};
 use crate::record::repeat_alloc::record_repeat_alloc;
 use crate::record::spin_lock::SpinGuard;
+use crate::sinks::journal_backlog;
 use crate::thread::hook_mode::{HookMode, HookThread};
 
 /// The domain tracemalloc uses for the Python allocators.
@@ -119,12 +120,14 @@ fn plain_frees() -> bool {
     !HEAP_EVENTS.load(Ordering::Acquire)
 }
 
-/// Runs `alloc` as a recorded allocation on `thread`: nested calls pass through.
+/// Runs `alloc` as a recorded allocation on `thread`: nested calls pass through. Then,
+/// when the capture's journal is full, waits for the flusher ([`journal_backlog`]).
 #[inline(always)]
 fn recorded(thread: &HookThread, alloc: impl FnOnce() -> *mut c_void) -> *mut c_void {
     thread.set_mode(HookMode::InAllocHook);
     let block = alloc();
     thread.set_mode(HookMode::Idle);
+    journal_backlog::wait_if_full();
     block
 }
 
@@ -260,6 +263,7 @@ extern "C" fn free_recorded(ctx: *mut c_void, block: *mut c_void) {
         record_free(thread, PYTHON_DOMAIN, |t| tstate_for(slot(ctx), t), block);
     }
     forward_free(ctx, block);
+    journal_backlog::wait_if_full();
 }
 
 /// [`hook_free`] with no event to record, when the recorder was not free at once: it
@@ -298,6 +302,7 @@ extern "C" fn free_plain_locked(
     }
     drop(guard);
     forward_free(ctx, block);
+    journal_backlog::wait_if_full();
 }
 
 fn is_ours(a: &PyMemAllocatorEx, s: &'static HookSlot) -> bool {

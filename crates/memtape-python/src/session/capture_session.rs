@@ -19,6 +19,7 @@ use crate::intercept::{hooks, numpy_handler};
 use crate::record::recorder::{self, with_recorder, RECORDER};
 use crate::sinks::capture_sink::{CaptureSink, JOURNAL_CAPACITY};
 use crate::sinks::flusher_wake::{wake, Wake};
+use crate::sinks::journal_backlog;
 use crate::thread::hook_mode::HookMode;
 use crate::thread::thread_id;
 
@@ -234,6 +235,7 @@ pub(crate) fn forget_in_child(rec: &mut recorder::Recorder) {
         rec.capture = None;
     }
     stack_resolution::forget_queued();
+    journal_backlog::reset();
     // FLUSHER is only ever locked with the GIL held, which the forking thread held.
     if let Ok(mut flusher) = FLUSHER.try_lock() {
         if flusher

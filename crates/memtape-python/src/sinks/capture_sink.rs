@@ -12,6 +12,7 @@ use memtape_core::capture::{Journal, RareRecords};
 use rustc_hash::FxHashMap;
 
 use super::flusher_wake::wake_flusher;
+use super::journal_backlog;
 use crate::native::unwind::loaded_modules::LoadedModule;
 
 /// Journal entries after which the flusher is woken early (it takes the journal anyway
@@ -55,6 +56,7 @@ pub(crate) struct CaptureSink {
 impl CaptureSink {
     /// A sink recording allocations of at least `min_size` bytes, starting now.
     pub(crate) fn new(min_size: u64) -> CaptureSink {
+        journal_backlog::reset();
         let mut journal = Journal::with_capacity(JOURNAL_CAPACITY);
         journal.time(0);
         CaptureSink {
@@ -128,8 +130,10 @@ impl CaptureSink {
         }
     }
 
-    /// Writes a Time record when a millisecond or more passed since the last one, and
-    /// wakes the flusher when the journal is full (at most `CLOCK_EVERY` entries late).
+    /// Writes a Time record when a millisecond or more passed since the last one, wakes
+    /// the flusher when the journal is full (at most `CLOCK_EVERY` entries late), and has
+    /// the recording threads wait for it when the journal is far beyond that
+    /// ([`journal_backlog`]).
     #[cold]
     #[inline(never)]
     fn now_and_then(&mut self) {
@@ -142,6 +146,7 @@ impl CaptureSink {
         if self.journal.len() >= JOURNAL_TARGET && !self.flusher_woken {
             self.flusher_woken = wake_flusher();
         }
+        journal_backlog::note_len(self.journal.len());
     }
 
     /// Records an allocation (if it is at least `min_size`).
@@ -195,6 +200,7 @@ impl CaptureSink {
         debug_assert!(spare.is_empty());
         self.taken_events += self.journal.events();
         std::mem::swap(&mut self.journal, spare);
+        journal_backlog::taken();
         self.flusher_woken = false;
         let ns = self.start.elapsed().as_nanos() as u64;
         self.journal.time(ns);

@@ -3,3 +3,4 @@
 
 pub(crate) mod capture_sink;
 pub(crate) mod flusher_wake;
+pub(crate) mod journal_backlog;

@@ -146,6 +146,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<api::capture_analysis::PyCapture>()?;
     m.add_class::<api::capture_follow::CaptureFollower>()?;
     m.add_class::<api::capture_live::LiveCapture>()?;
+    m.add_function(wrap_pyfunction!(
+        api::followed_analysis::_analyze_followed_capture,
+        m
+    )?)?;
     m.add_function(wrap_pyfunction!(api::report_api::analyze_capture, m)?)?;
     m.add_function(wrap_pyfunction!(api::report_api::capture_metadata, m)?)?;
     m.add(

@@ -21,6 +21,7 @@ from memtape.capture_metadata import capture_metadata
 from memtape.cli.capture_file import refuse_overwrite
 from memtape.cli.run_end import CaptureEnd, ExitHooks, die_by_signal
 from memtape.cli.run_options import RunOptions, parse_run_args
+from memtape.cli.summary_process import start_follower
 
 
 def default_output(program: Program) -> str:
@@ -142,9 +143,9 @@ def _record(opts: RunOptions, shown: str, path: str, launcher: str) -> int:
     # A followed child that is itself `memtape run` records into its own file only.
     _child_capture.abandon()
     plan = _follow_plan(opts, path)
-    # The summary's analysis reads the file as it is written (started before the capture,
-    # so that its thread's start-up is not traced).
-    follower = None if opts.quiet else _native.CaptureFollower()
+    # The summary's analysis reads the file as it is written, in a process of its own
+    # (started before the capture, so that starting it is not traced).
+    follower = None if opts.quiet else start_follower(opts.imports)
     try:
         _native._start_capture(
             path,

@@ -3,43 +3,84 @@
 from __future__ import annotations
 
 import sys
+from typing import NamedTuple
 
 from memtape import _native
 from memtape.byte_size import format_size
+from memtape.cli.summary_process import SUMMARY_TOP
+
+
+class RunSummary(NamedTuple):
+    """What the summary shows of a capture: made where the capture was analyzed (the
+    summary process, or this one), printed here."""
+
+    peak_bytes: int
+    peak_s: float
+    #: The peak split by source, or None with one source.
+    by_source: str | None
+    #: The top sites at the peak, as a table.
+    top: str
+    #: The run's RSS accounted for (empty for captures without the readings).
+    rss: str
+    metadata_json: str
+
+    @classmethod
+    def of(cls, capture: _native.Capture, top: int) -> RunSummary:
+        peak_bytes, peak_s = capture.peak
+        return cls(
+            peak_bytes,
+            peak_s,
+            capture.by_source_text("peak"),
+            capture.top_text("lineno", "peak", top),
+            capture.rss_text(),
+            capture.metadata_json,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSummary:
+        """The summary process' answer; ValueError for an error or a malformed one."""
+        import json
+
+        fields = json.loads(text)
+        if not isinstance(fields, dict) or "error" in fields:
+            raise ValueError(str(fields.get("error") if isinstance(fields, dict) else text))
+        try:
+            return cls(**{name: fields[name] for name in cls._fields})
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"malformed summary: {exc}") from exc
 
 
 def print_run_summary(
     path: str,
     events: int,
     size: int,
-    top: int = 5,
+    top: int = SUMMARY_TOP,
     *,
     follower: _native.CaptureFollower | None = None,
     imports: str = "hide",
 ) -> None:
     """The peak, where it happened, the top sites at the peak, and the next commands.
 
-    ``follower`` has analyzed the file while it was written: only its last blocks are
-    left to read. Without one (or should it fail) the file is read now. ``imports``: how
+    ``follower`` has had the summary process analyze the file while it was written: only
+    its last blocks are left to read there, with ``imports`` and ``top`` as given when it
+    started. Without one (or should it fail) the file is read now, here. ``imports``: how
     the sites show import machinery (``--imports``)."""
     err = sys.stderr
     print(f"\nmemtape: recorded {events:,} events into {path} ({format_size(size)})", file=err)
     try:
-        capture = _analysis(path, follower, imports)
+        summary = _summary(path, follower, imports, top)
     except (OSError, ValueError) as exc:
         print(f"memtape: cannot summarize {path}: {exc}", file=err)
         return
-    peak_bytes, peak_s = capture.peak
-    split = capture.by_source_text("peak")
-    by_source = "" if split is None else f" ({split})"
+    by_source = "" if summary.by_source is None else f" ({summary.by_source})"
     print(
-        f"memtape: peak {format_size(peak_bytes)}{by_source} at {peak_s:.3f} s; "
+        f"memtape: peak {format_size(summary.peak_bytes)}{by_source} at {summary.peak_s:.3f} s; "
         "top sites at the peak:",
         file=err,
     )
-    print(capture.top_text("lineno", "peak", top), file=err)
-    _print_rss(capture.rss_text())
-    _print_children(path, capture.metadata_json)
+    print(summary.top, file=err)
+    _print_rss(summary.rss)
+    _print_children(path, summary.metadata_json)
     print_read_hints(path)
 
 
@@ -58,13 +99,16 @@ def _print_rss(text: str) -> None:
         print(f"memtape: {line}" if i == 0 else f"  {line}", file=sys.stderr)
 
 
-def _analysis(path: str, follower: _native.CaptureFollower | None, imports: str) -> _native.Capture:
+def _summary(
+    path: str, follower: _native.CaptureFollower | None, imports: str, top: int
+) -> RunSummary:
     if follower is not None:
         try:
-            return follower.finish(path, imports=imports)
+            return RunSummary.from_json(follower.finish())
         except (OSError, ValueError, RuntimeError):
             pass
-    return _native.analyze_capture(path, time_window=False, imports=imports)
+    capture = _native.analyze_capture(path, time_window=False, imports=imports)
+    return RunSummary.of(capture, top)
 
 
 def _print_children(path: str, metadata_json: str) -> None:

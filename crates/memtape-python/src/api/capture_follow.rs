@@ -1,154 +1,172 @@
-//! `memtape run`'s end-of-run summary without a second pass over the file: a thread of
-//! memtape's own analyzes the capture while the program runs, reading each block as the
-//! flusher writes it ([`Following`]). When the program ends, only the last blocks are left
-//! to read, and the analysis is the one `analyze_capture` gives on the finished file.
+//! `memtape run`'s end-of-run summary without a second pass over the file, and without
+//! the analysis' memory in the traced process: a helper process of memtape's own
+//! (`memtape.cli.summary_process`, over [`super::followed_analysis`]) analyzes the
+//! capture while the program runs, reading each block as the flusher writes it. When the
+//! program ends, it has only the last blocks left to read, and sends the summary back.
+//! The analysis' tables (the live blocks, tens of MiB for a program with millions of
+//! small objects) live in the helper, not in the process the user watches the memory of.
 //!
-//! The thread is started before the capture, as memtape's other threads are
-//! ([`spawn_own_thread`]: no asynchronous signals, its start-up over while nothing is
-//! traced), then handed the file once the capture has created it. Nothing it allocates or
-//! frees is recorded. It costs a share of a second CPU
-//! and the analysis' memory (the live blocks' table) in the traced process.
+//! The helper is started through `/bin/sh`, which runs it in the background and exits at
+//! once: it is no child of the program's, so a program waiting for all its children
+//! (`os.wait()` until `ChildProcessError`) neither waits for it nor reaps it. It runs in a
+//! process group of its own (a Ctrl-C at the terminal is the program's), niced. The shell
+//! is started before the capture, so nothing of its start is recorded.
+//!
+//! One socket connects the two (the helper's standard output). The traced process sends
+//! the capture's path and a NUL once the capture has created the file, then `F` once the
+//! capture's writer has written its last byte; the helper answers with the summary (JSON)
+//! and ends. Closed without `F` (the traced process ends without a summary, is killed, or
+//! is a forked child whose copy is dropped while the parent holds its own), the helper
+//! ends at once once every copy is closed. Writes never raise SIGPIPE: a program may have
+//! set it to kill the process.
 
-use std::fs::File;
-use std::io::BufReader;
+use std::ffi::OsString;
+use std::io::{ErrorKind, Read};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use memtape_core::capture::{CaptureError, CaptureReader, Following, ReadSummary};
-use memtape_core::report::{Analysis, ReplayOptions};
 use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
 
-use super::capture_analysis::PyCapture;
-use super::capture_file::capture_error;
-use super::report_api::{analyzed, import_frames};
-use crate::session::signal_mask::spawn_own_thread;
-use crate::thread::hook_mode::HookMode;
+/// How long one read of the summary waits before pending signals are looked at (a
+/// Ctrl-C while the helper reads the end of a long capture stops the wait).
+const READ_SLICE: Duration = Duration::from_millis(100);
 
-/// The longest the thread sleeps at the end of the file before looking again (it is
-/// woken at once when the capture ends).
-const POLL: Duration = Duration::from_millis(50);
-
-/// What the thread read: the analysis, the header's metadata and how the file ended.
-type Analyzed = Result<(Analysis, String, ReadSummary), CaptureError>;
-
-/// The summary's analysis, following a capture file while it is written.
+/// The summary's analysis, made by a helper process following a capture file while it is
+/// written.
 #[pyclass(name = "CaptureFollower", module = "memtape._native")]
 pub(crate) struct CaptureFollower {
-    /// Hands the opened file to the thread (dropped: the thread ends without reading).
-    start: Option<SyncSender<File>>,
-    /// Set once the writer has written its last byte.
-    finished: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Option<Analyzed>>>,
-    /// The process that started the thread (a forked child has no such thread).
+    /// Connected to the helper; `None` once finished.
+    socket: Option<UnixStream>,
+    /// The process that started the helper (a forked child's copy sends nothing).
     pid: u32,
 }
 
-/// The thread: it waits for the file, then analyzes it as it grows. `None`: no file came.
-fn follow(file: Receiver<File>, finished: Arc<AtomicBool>) -> Option<Analyzed> {
-    // Behind the program on a busy machine: what it has not read by the end, it reads
-    // then, as the summary did before it.
-    // SAFETY: two system calls about this thread only; no memory is passed.
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
-    let file = file.recv().ok()?;
-    let input = BufReader::with_capacity(1 << 20, Following::new(file, finished, POLL));
-    Some((|| {
-        let mut reader = CaptureReader::new(input)?;
-        let options = ReplayOptions {
-            time_histogram: false,
-            ..ReplayOptions::default()
-        };
-        let mut analysis = Analysis::new(options);
-        let summary = reader.visit_records(&mut analysis)?;
-        Ok((analysis, reader.metadata_json().to_owned(), summary))
-    })())
+impl CaptureFollower {
+    /// Sends `bytes` to the helper, all of them.
+    fn send(&self, bytes: &[u8]) -> PyResult<()> {
+        let socket = self
+            .socket
+            .as_ref()
+            .filter(|_| self.pid == std::process::id())
+            .ok_or_else(|| PyRuntimeError::new_err("the summary process is not followed here"))?;
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            // SAFETY: the socket's descriptor is open (owned by `socket`); `rest` is a
+            // live buffer of `rest.len()` bytes.
+            let n = unsafe {
+                libc::send(
+                    socket.as_raw_fd(),
+                    rest.as_ptr().cast(),
+                    rest.len(),
+                    libc::MSG_NOSIGNAL,
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(PyOSError::new_err(format!(
+                    "the summary process has ended: {e}"
+                )));
+            }
+            rest = &rest[n as usize..];
+        }
+        Ok(())
+    }
 }
 
 #[pymethods]
 impl CaptureFollower {
-    /// Starts the thread; it waits for [`Self::follow`].
+    /// Starts the helper: `command` (the interpreter and its arguments) run in the
+    /// background through `/bin/sh`, its standard output a socket connected to this
+    /// object. It waits for [`Self::follow`].
     #[new]
-    fn new() -> PyResult<Self> {
-        let (start, file) = sync_channel(1);
-        let finished = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&finished);
-        // memtape's own module is not among the libraries whose allocations are followed;
-        // should any call of this thread reach a hook all the same, it passes through.
-        let thread = spawn_own_thread("memtape-summary", HookMode::InAllocHook, move || {
-            follow(file, flag)
-        })
-        .map_err(|e| PyOSError::new_err(format!("cannot start the summary thread: {e}")))?;
+    fn new(command: Vec<OsString>) -> PyResult<Self> {
+        let not_started = |e: std::io::Error| {
+            PyOSError::new_err(format!("cannot start the summary process: {e}"))
+        };
+        if command.is_empty() {
+            return Err(PyOSError::new_err("no command for the summary process"));
+        }
+        let (ours, theirs) = UnixStream::pair().map_err(not_started)?;
+        let status = Command::new("/bin/sh")
+            .arg("-c")
+            .arg("\"$@\" &")
+            .arg("sh")
+            .args(&command)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(OwnedFd::from(theirs)))
+            .stderr(Stdio::null())
+            .process_group(0)
+            .status()
+            .map_err(not_started)?;
+        if !status.success() {
+            return Err(PyOSError::new_err(format!(
+                "cannot start the summary process: /bin/sh ended with {status}"
+            )));
+        }
+        ours.set_read_timeout(Some(READ_SLICE))
+            .map_err(not_started)?;
         Ok(Self {
-            start: Some(start),
-            finished,
-            thread: Some(thread),
+            socket: Some(ours),
             pid: std::process::id(),
         })
     }
 
     /// Begins reading `path`, the capture file being written.
     fn follow(&mut self, path: PathBuf) -> PyResult<()> {
-        let file = File::open(&path)
-            .map_err(|e| PyOSError::new_err(format!("cannot open {}: {e}", path.display())))?;
-        // A pipe or a device read here would take bytes from its reader, not follow them.
-        if !file.metadata().is_ok_and(|m| m.is_file()) {
+        // A pipe or a device read there would take bytes from its reader, not follow them.
+        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
             return Err(PyOSError::new_err(format!(
                 "{} is not a regular file: the summary reads it at the end",
                 path.display()
             )));
         }
-        let start = self
-            .start
-            .take()
-            .ok_or_else(|| PyRuntimeError::new_err("the follower already follows a file"))?;
-        start
-            .send(file)
-            .map_err(|_| PyRuntimeError::new_err("the summary thread has ended"))
+        let mut message = path.into_os_string().into_vec();
+        message.push(0);
+        self.send(&message)
     }
 
-    /// The analysis of the file, once the capture has ended (its writer has written its
-    /// last byte): reads what is left and returns what `analyze_capture(path,
-    /// time_window=False, imports=imports)` returns, the file named `path` in it.
-    #[pyo3(signature = (path, *, imports="hide"))]
-    fn finish(&mut self, py: Python<'_>, path: PathBuf, imports: &str) -> PyResult<PyCapture> {
-        let imports = import_frames(imports)?;
-        self.finished.store(true, Ordering::Release);
-        self.start = None;
-        let thread = self
-            .thread
+    /// The summary, once the capture has ended (its writer has written its last byte):
+    /// the helper reads what is left and answers with the summary's fields as JSON (or
+    /// `{"error": ...}`). Pending signals are handled while it works: a Ctrl-C raises
+    /// KeyboardInterrupt here.
+    fn finish(&mut self, py: Python<'_>) -> PyResult<String> {
+        self.send(b"F")?;
+        let socket = self
+            .socket
             .take()
-            .filter(|_| self.pid == std::process::id())
-            .ok_or_else(|| PyRuntimeError::new_err("the summary thread is not running here"))?;
-        thread.thread().unpark();
-        let outcome = py
-            .detach(|| thread.join())
-            .map_err(|_| PyRuntimeError::new_err("the summary thread failed"))?;
-        match outcome {
-            None => Err(PyRuntimeError::new_err("the follower was given no file")),
-            Some(Err(e)) => Err(capture_error(&path, &e)),
-            Some(Ok((analysis, metadata, summary))) => {
-                Ok(analyzed(path, &[], analysis, metadata, summary, imports))
+            .ok_or_else(|| PyRuntimeError::new_err("the summary was read already"))?;
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            let read = py.detach(|| (&socket).read(&mut chunk));
+            match read {
+                Ok(0) => break,
+                Ok(n) => answer.extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                    ) =>
+                {
+                    py.check_signals()?;
+                }
+                Err(e) => {
+                    return Err(PyOSError::new_err(format!(
+                        "cannot read the summary process' answer: {e}"
+                    )))
+                }
             }
         }
-    }
-}
-
-impl Drop for CaptureFollower {
-    fn drop(&mut self) {
-        // Unfinished (the summary was not printed): let the thread end on its own.
-        self.finished.store(true, Ordering::Release);
-        self.start = None;
-        if let Some(thread) = self.thread.take() {
-            if self.pid == std::process::id() {
-                thread.thread().unpark();
-            } else {
-                // A forked child's copy names a thread of the parent's.
-                std::mem::forget(thread);
-            }
-        }
+        String::from_utf8(answer)
+            .map_err(|_| PyRuntimeError::new_err("the summary process answered garbage"))
     }
 }

@@ -9,6 +9,7 @@ pub(crate) mod capture_file;
 pub(crate) mod capture_follow;
 pub(crate) mod capture_live;
 pub(crate) mod event_api;
+pub(crate) mod followed_analysis;
 pub(crate) mod framework_api;
 pub(crate) mod mlx_api;
 pub(crate) mod own_work;

@@ -12,6 +12,7 @@ use crate::record::framework_events::{
     Report, FRAMEWORK_ACTIONS,
 };
 use crate::record::op_context::{TracebackHandle, NO_TRACEBACK};
+use crate::record::recorder::hooks_active;
 use crate::thread::hook_mode;
 
 /// capture_traceback() -> int
@@ -24,6 +25,11 @@ pub(crate) fn capture_traceback(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
         // At once, and unguarded: 0 is one of CPython's cached small ints, so nothing is
         // allocated (the thread's mode is not even looked up).
         return NO_TRACEBACK.into_bound_py_any(py);
+    }
+    if !hooks_active() {
+        // Only framework events are recorded: no hook records the id's int, and none can
+        // start to while this call holds the GIL. No guard needed.
+        return capture_traceback_now().into_bound_py_any(py);
     }
     own_work(py, || Ok(capture_traceback_now()))
 }

@@ -259,11 +259,16 @@ fn forward_free_beneath(ctx: *mut c_void, block: *mut c_void) {
 /// [`hook_free`] while events are recorded: the free's stack and event.
 #[inline(never)]
 extern "C" fn free_recorded(ctx: *mut c_void, block: *mut c_void) {
-    if let Some(thread) = free_recording() {
+    let recording = free_recording();
+    if let Some(thread) = recording {
         record_free(thread, PYTHON_DOMAIN, |t| tstate_for(slot(ctx), t), block);
     }
     forward_free(ctx, block);
-    journal_backlog::wait_if_full();
+    // Not in a mode that records no frees: between fork preparation and the fork this
+    // thread holds the recorder, which the flusher needs.
+    if recording.is_some() {
+        journal_backlog::wait_if_full();
+    }
 }
 
 /// [`hook_free`] with no event to record, when the recorder was not free at once: it
@@ -302,6 +307,7 @@ extern "C" fn free_plain_locked(
     }
     drop(guard);
     forward_free(ctx, block);
+    // The lock was taken here, so this thread held no lock of the flusher's before.
     journal_backlog::wait_if_full();
 }
 

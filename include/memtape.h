@@ -63,9 +63,10 @@ typedef struct memtape_api {
     uint32_t abi_version; /* MEMTAPE_ABI_VERSION of the memtape that filled the table */
     uint32_t struct_size; /* sizeof(memtape_api) there: later versions only append */
 
-    /* The current Python stack as an id (0 while memtape is not recording events). With
-     * the GIL held it walks the calling thread's stack; without it, it returns the
-     * thread's last captured stack. */
+    /* The current Python stack as an id (0 while memtape is not recording events: then
+     * it returns at once, without looking at the stack, so it may be called at every
+     * array creation). With the GIL held it walks the calling thread's stack; without
+     * it, it returns the thread's last captured stack. */
     uint64_t (*capture_traceback)(void);
 
     /* Enter/leave a thread-local, nestable op context: events inside are attributed to

@@ -18,7 +18,8 @@ use crate::thread::hook_mode;
 /// capture_traceback() -> int
 ///
 /// The current Python stack as an id to hand to `op_context` later (0 while events are
-/// not being recorded). Ids go stale when a new recording starts.
+/// not being recorded: then it returns at once, without looking at the stack). Ids go
+/// stale when a new recording starts.
 #[pyfunction]
 pub(crate) fn capture_traceback(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     if !recording_events() {

@@ -82,9 +82,8 @@ def run_once(cmd: list[str]) -> tuple[int, int]:
 
 
 def own_bytes(python: str, capture: str) -> int:
-    done = subprocess.run(
-        [python, "-m", "memtape", "stats", "--json", capture], capture_output=True, text=True
-    )
+    stats = [python, "-m", "memtape", "stats", "--json", capture]
+    done = subprocess.run(stats, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"memtape stats {capture}: exit {done.returncode}\n{done.stderr}")
     return int(json.loads(done.stdout)["rss"]["memtape_own_bytes"])

@@ -22,11 +22,23 @@ REPO = Path(__file__).resolve().parent.parent
 MEMTAPE = [sys.executable, "-m", "memtape"]
 # The interpreter under the test's virtual environment: no memtape installed in it.
 BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)
-HOST_PYTHONS = {
-    "3.11": BASE_PYTHON,
-    "3.12": "/root/.pyenv/versions/3.12.1/bin/python3.12",
-    "3.13": "/root/.pyenv/versions/3.13.0/bin/python3.13",
-}
+#: Inside the Debian-unstable root (pytest on 3.14 or 3.15, scripts/sid_root.sh).
+IN_SID_ROOT = os.environ.get("MEMTAPE_IN_SID_ROOT") == "1"
+
+
+def pyenv_python(version: str) -> str:
+    """pyenv's CPython ``version`` (its newest patch release): a target with no memtape
+    installed. pyenv's interpreters are on the host, and bind-mounted into the root."""
+    versions = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    found = sorted(
+        versions.glob(f"{version}.*/bin/python{version}"),
+        key=lambda p: [int(x) for x in p.parts[-3].split(".")],
+    )
+    assert found, f"no CPython {version} in {versions} (scripts/test.sh's pyenv interpreters)"
+    return str(found[-1])
+
+
+HOST_PYTHONS = {v: pyenv_python(v) for v in ("3.11", "3.12", "3.13")}
 
 
 def assert_attached_cleanly(result: dict[str, Any], ended_by: str) -> None:
@@ -89,12 +101,12 @@ def test_attach_for_a_duration(tmp_path: Path) -> None:
 
 def in_sid_root(cli_python: str, target_python: str, scenario: str) -> dict[str, Any]:
     """A scenario of ``attach_scenario`` run inside the Debian-unstable root, memtape on
-    ``cli_python``, the target on ``target_python``."""
+    ``cli_python``, the target on ``target_python`` (straight away when the test runs in
+    that root already)."""
+    enter = [] if IN_SID_ROOT else ["bash", str(REPO / "scripts" / "sid_root.sh"), "run"]
     done = subprocess.run(
         [
-            "bash",
-            str(REPO / "scripts" / "sid_root.sh"),
-            "run",
+            *enter,
             "env",
             f"PYTHONPATH={REPO / 'python'}",
             cli_python,

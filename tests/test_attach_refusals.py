@@ -8,15 +8,16 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from attach_scenario import Target
-from test_attach import BASE_PYTHON, HOST_PYTHONS, MEMTAPE, REPO, in_sid_root
+from test_attach import BASE_PYTHON, HOST_PYTHONS, MEMTAPE, REPO, in_sid_root, pyenv_python
 
-PYTHON_310 = "/root/.pyenv/versions/3.10.13/bin/python3.10"
+PYTHON_310 = pyenv_python("3.10")
 
 
 def memtape(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> Any:
@@ -78,8 +79,12 @@ def test_no_rights_to_trace(tmp_path: Path) -> None:
     """memtape as another user (nobody) than the target's (root), without CAP_SYS_PTRACE."""
     target = Target(BASE_PYTHON, tmp_path / "target")
     try:
+        # A system interpreter of the running version (nobody cannot enter pyenv's /root).
+        system_python = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+        if not os.path.exists(system_python):
+            system_python = "/usr/bin/python3.11"  # the host's Debian 12 Python, as 3.11
         argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-        argv += ["/usr/bin/python3.11", "-m", "memtape", "attach", str(target.pid)]
+        argv += [system_python, "-m", "memtape", "attach", str(target.pid)]
         env = {"PYTHONPATH": str(REPO / "python"), "PATH": os.environ["PATH"]}
         done = subprocess.run(
             [*argv, "-o", "/tmp/never.mtape"], capture_output=True, text=True, env=env, cwd="/tmp"
@@ -159,9 +164,7 @@ def test_missing_build(tmp_path: Path) -> None:
     shutil.copytree(
         REPO / "python" / "memtape",
         package,
-        ignore=lambda _, names: [
-            n for n in names if n.startswith("_native.cpython-31") and "-311-" not in n
-        ],
+        ignore=lambda _, names: [n for n in names if n.startswith("_native.cpython-312-")],
     )
     target = Target(HOST_PYTHONS["3.12"], tmp_path / "target")
     try:

@@ -412,6 +412,15 @@ pub(crate) fn stop_tracing() -> Option<ReleasedCodes> {
     })
 }
 
+/// A capture's start: the stacks interned before it are forgotten unless tracemalloc or
+/// the event recorder still refer to them. A capture writes every stack interned since it
+/// began to be needed (and its reader reads them all back), so a process that records one
+/// capture after another (the pytest plugin, a capture per test) would otherwise write, and
+/// read, every stack of every earlier capture again each time.
+pub(crate) fn forget_stacks_for_capture() -> Option<ReleasedCodes> {
+    with_recorder(|rec| (!rec.tracing && !rec.stacks_in_use()).then(|| rec.forget_stacks()))
+}
+
 /// tracemalloc's clear_traces.
 pub(crate) fn clear_traces() -> Option<ReleasedCodes> {
     with_recorder(|rec| {

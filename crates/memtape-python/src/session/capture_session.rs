@@ -129,6 +129,9 @@ pub(crate) fn start(
             "a capture is already being recorded in this process",
         ));
     }
+    if let Some(released) = recorder::forget_stacks_for_capture() {
+        released.release(py);
+    }
     super::process_memory::reset_own_peak();
     let file = File::create(path)
         .map_err(|e| PyOSError::new_err(format!("cannot create {}: {e}", path.display())))?;

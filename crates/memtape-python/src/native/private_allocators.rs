@@ -22,7 +22,7 @@ pub(crate) fn private_allocators() -> Vec<PrivateAllocator> {
             .filter(|m| !m.contains(interpreter))
             .filter(|m| m.path.starts_with('/') && seen.insert(m.path.clone()))
             .filter_map(|m| {
-                let (allocator, symbol) = allocator_in_file(&m.path)?;
+                let (allocator, symbol) = allocator_in_file_once(&m.path)?;
                 Some(PrivateAllocator {
                     path: m.path,
                     allocator: allocator.to_owned(),
@@ -31,6 +31,37 @@ pub(crate) fn private_allocators() -> Vec<PrivateAllocator> {
             })
             .collect()
     })
+}
+
+/// A file, as the cache of [`allocator_in_file_once`] knows it: a path loaded again
+/// after a new file replaced it reads differently.
+type FileIdentity = (String, u64, u64, u64, i64, i64);
+
+/// What [`allocator_in_file`] found, per file read.
+type Found = Option<(&'static str, String)>;
+
+static FOUND: std::sync::Mutex<Option<std::collections::HashMap<FileIdentity, Found>>> =
+    std::sync::Mutex::new(None);
+
+/// [`allocator_in_file`], read once per file: a capture per test (the pytest plugin)
+/// would otherwise read the symbol tables of every loaded library at each test's end.
+fn allocator_in_file_once(path: &str) -> Found {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    let identity = (
+        path.to_owned(),
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+    );
+    let mut found = FOUND.lock().unwrap_or_else(|e| e.into_inner());
+    found
+        .get_or_insert_with(Default::default)
+        .entry(identity)
+        .or_insert_with(|| allocator_in_file(path))
+        .clone()
 }
 
 /// [`private_allocator`] of the file at `path`, mapped read-only: only the pages of its

@@ -78,7 +78,23 @@ struct Walk<'a> {
     /// An address inside memtape's own object, which is never patched.
     ours: usize,
     out: Vec<Slot>,
+    found: &'a mut FoundSlots,
 }
+
+/// The slots of each object scanned before, by `(load bias, dynamic section)`, for one
+/// list of names: a capture per test (the pytest plugin) would otherwise read the
+/// relocation and symbol tables of every loaded object, and compare every symbol's name,
+/// at each test's start. An object's tables do not change while it stays loaded; the
+/// entries are dropped when the loader's count of unloaded objects changed (a new object
+/// may sit where an unloaded one was) or another list of names is asked for.
+struct FoundSlots {
+    names: Vec<Vec<u8>>,
+    /// The loader's `dlpi_subs` when the entries were found.
+    unloads: u64,
+    objects: std::collections::HashMap<(usize, usize), Vec<Slot>>,
+}
+
+static FOUND: std::sync::Mutex<Option<FoundSlots>> = std::sync::Mutex::new(None);
 
 fn skipped(name: &[u8]) -> bool {
     let name = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
@@ -93,10 +109,28 @@ fn skipped(name: &[u8]) -> bool {
 /// object except the dynamic linker and the vdso; memtape's own are marked
 /// ([`Slot::ours`]).
 pub(crate) fn find(names: &[&CStr]) -> Vec<Slot> {
+    let mut kept = FOUND.lock().unwrap_or_else(|e| e.into_inner());
+    let same_names = kept.as_ref().is_some_and(|f| {
+        f.names
+            .iter()
+            .map(Vec::as_slice)
+            .eq(names.iter().map(|n| n.to_bytes()))
+    });
+    if !same_names {
+        *kept = Some(FoundSlots {
+            names: names.iter().map(|n| n.to_bytes().to_vec()).collect(),
+            unloads: u64::MAX,
+            objects: std::collections::HashMap::new(),
+        });
+    }
+    let Some(found) = kept.as_mut() else {
+        return Vec::new();
+    };
     let mut walk = Walk {
         names,
         ours: find as *const () as usize,
         out: Vec::new(),
+        found,
     };
     // SAFETY: `visit` only reads the headers the loader passes, and `walk` outlives the
     // call.
@@ -141,11 +175,7 @@ unsafe fn layout(info: &libc::dl_phdr_info) -> Option<Layout> {
     Some(out)
 }
 
-unsafe extern "C" fn visit(
-    info: *mut libc::dl_phdr_info,
-    _size: usize,
-    data: *mut c_void,
-) -> c_int {
+unsafe extern "C" fn visit(info: *mut libc::dl_phdr_info, size: usize, data: *mut c_void) -> c_int {
     // SAFETY: `data` is the `Walk` passed by `find`, and `info` describes a loaded object
     // whose headers, dynamic section and relocation tables stay mapped while the loader's
     // lock is held (for the duration of this callback).
@@ -164,8 +194,26 @@ unsafe extern "C" fn visit(
             return 0;
         };
         let ours = (l.image.0..l.image.1).contains(&walk.ours);
-        if let Some(dynamic) = l.dynamic {
-            scan(walk, l.base, l.image, l.relro, dynamic, ours);
+        let Some(dynamic) = l.dynamic else {
+            return 0;
+        };
+        // A loader that does not count unloads (an older `dl_phdr_info`): scanned each time.
+        let unloads = (size >= std::mem::offset_of!(libc::dl_phdr_info, dlpi_subs) + 8)
+            .then_some(info.dlpi_subs);
+        if unloads.is_some_and(|u| u != walk.found.unloads) {
+            walk.found.objects.clear();
+            walk.found.unloads = unloads.unwrap_or(u64::MAX);
+        }
+        let key = (l.base, dynamic as usize);
+        if let Some(slots) = unloads.and(walk.found.objects.get(&key)) {
+            walk.out.extend_from_slice(slots);
+            return 0;
+        }
+        let first = walk.out.len();
+        scan(walk, l.base, l.image, l.relro, dynamic, ours);
+        if unloads.is_some() {
+            let slots = walk.out[first..].to_vec();
+            walk.found.objects.insert(key, slots);
         }
         0
     }

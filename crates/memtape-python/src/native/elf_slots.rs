@@ -86,7 +86,8 @@ struct Walk<'a> {
 /// relocation and symbol tables of every loaded object, and compare every symbol's name,
 /// at each test's start. An object's tables do not change while it stays loaded; the
 /// entries are dropped when the loader's count of unloaded objects changed (a new object
-/// may sit where an unloaded one was) or another list of names is asked for.
+/// may sit where an unloaded one was). One per list of names asked for (the allocator
+/// hooks', MLX's, a redirected symbol's).
 struct FoundSlots {
     names: Vec<Vec<u8>>,
     /// The loader's `dlpi_subs` when the entries were found.
@@ -94,7 +95,7 @@ struct FoundSlots {
     objects: std::collections::HashMap<(usize, usize), Vec<Slot>>,
 }
 
-static FOUND: std::sync::Mutex<Option<FoundSlots>> = std::sync::Mutex::new(None);
+static FOUND: std::sync::Mutex<Vec<FoundSlots>> = std::sync::Mutex::new(Vec::new());
 
 fn skipped(name: &[u8]) -> bool {
     let name = name.rsplit(|&b| b == b'/').next().unwrap_or(name);
@@ -110,22 +111,24 @@ fn skipped(name: &[u8]) -> bool {
 /// ([`Slot::ours`]).
 pub(crate) fn find(names: &[&CStr]) -> Vec<Slot> {
     let mut kept = FOUND.lock().unwrap_or_else(|e| e.into_inner());
-    let same_names = kept.as_ref().is_some_and(|f| {
+    let same_names = |f: &FoundSlots| {
         f.names
             .iter()
             .map(Vec::as_slice)
             .eq(names.iter().map(|n| n.to_bytes()))
-    });
-    if !same_names {
-        *kept = Some(FoundSlots {
-            names: names.iter().map(|n| n.to_bytes().to_vec()).collect(),
-            unloads: u64::MAX,
-            objects: std::collections::HashMap::new(),
-        });
-    }
-    let Some(found) = kept.as_mut() else {
-        return Vec::new();
     };
+    let index = match kept.iter().position(same_names) {
+        Some(index) => index,
+        None => {
+            kept.push(FoundSlots {
+                names: names.iter().map(|n| n.to_bytes().to_vec()).collect(),
+                unloads: u64::MAX,
+                objects: std::collections::HashMap::new(),
+            });
+            kept.len() - 1
+        }
+    };
+    let found = &mut kept[index];
     let mut walk = Walk {
         names,
         ours: find as *const () as usize,

@@ -43,30 +43,44 @@ fn relro_pages(relro: (usize, usize)) -> (usize, usize) {
     (relro.0 & !(PAGE - 1), relro.1 & !(PAGE - 1))
 }
 
-/// Writes `value` into `slot`, lifting RELRO protection for the write.
+/// Writes each `(slot, value)`, lifting the RELRO protection of each page once for all
+/// the writes in it (a capture per test, under the pytest plugin, patched and restored
+/// some 90 slots, with two `mprotect` calls each). Returns, per write, whether it was made.
 ///
 /// # Safety
-/// `slot.addr` must be a live, aligned GOT slot of a loaded object.
-unsafe fn write(slot: &Slot, value: usize) -> bool {
-    let protected = slot
-        .relro
-        .map(relro_pages)
-        .is_some_and(|(lo, hi)| (lo..hi).contains(&slot.addr));
-    let page = (slot.addr & !(PAGE - 1)) as *mut libc::c_void;
-    // SAFETY: `page` is the mapped page holding the slot; making it writable for one
-    // store and read-only again is what the loader did when it applied RELRO.
-    unsafe {
-        if protected && libc::mprotect(page, PAGE, libc::PROT_READ | libc::PROT_WRITE) != 0 {
-            return false;
-        }
-        // Other threads may call through the slot meanwhile: an aligned word store is
-        // atomic, so they see either the old or the new function.
-        (*(slot.addr as *const AtomicUsize)).store(value, Ordering::Release);
-        if protected {
-            libc::mprotect(page, PAGE, libc::PROT_READ);
+/// Each `slot.addr` must be a live, aligned GOT slot of a loaded object.
+unsafe fn write_all(writes: &[(Slot, usize)]) -> Vec<bool> {
+    let page_of = |i: usize| writes[i].0.addr & !(PAGE - 1);
+    let mut order: Vec<usize> = (0..writes.len()).collect();
+    order.sort_by_key(|&i| page_of(i));
+    let mut made = vec![false; writes.len()];
+    for group in order.chunk_by(|&a, &b| page_of(a) == page_of(b)) {
+        let page = page_of(group[0]) as *mut libc::c_void;
+        let protected = group.iter().any(|&i| {
+            let slot = &writes[i].0;
+            slot.relro
+                .map(relro_pages)
+                .is_some_and(|(lo, hi)| (lo..hi).contains(&slot.addr))
+        });
+        // SAFETY: `page` is the mapped page holding these slots; making it writable for
+        // the stores and read-only again is what the loader did when it applied RELRO.
+        unsafe {
+            if protected && libc::mprotect(page, PAGE, libc::PROT_READ | libc::PROT_WRITE) != 0 {
+                continue;
+            }
+            for &i in group {
+                let (slot, value) = &writes[i];
+                // Other threads may call through the slot meanwhile: an aligned word store
+                // is atomic, so they see either the old or the new function.
+                (*(slot.addr as *const AtomicUsize)).store(*value, Ordering::Release);
+                made[i] = true;
+            }
+            if protected {
+                libc::mprotect(page, PAGE, libc::PROT_READ);
+            }
         }
     }
-    true
+    made
 }
 
 /// # Safety
@@ -111,7 +125,15 @@ pub(crate) fn patch_all(
 ) {
     let slots = elf_slots::find(names);
     let stubs = canonical_stubs(&slots, reals, hooks, globals);
+    // The writes, made together below, each slot once; the patch kept for each hook
+    // written (None: memtape's own slot, bound to the real function).
+    let mut writes: Vec<(Slot, usize)> = Vec::new();
+    let mut kept: Vec<Option<Patch>> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for slot in slots {
+        if !seen.insert(slot.addr) {
+            continue;
+        }
         let (real, hook) = (reals[slot.which], hooks[slot.which]);
         // SAFETY: `find` returned the slot of an object that was loaded during the walk;
         // objects are unloaded only by dlclose, which the program does not race with its
@@ -123,21 +145,26 @@ pub(crate) fn patch_all(
             // they would, through the executable's slot. Bound to libc's function itself
             // they call the same code. Left so at stop.
             if stub.is_some_and(|s| s == current) {
-                // SAFETY: as above.
-                unsafe { write(&slot, real) };
+                writes.push((slot, real));
+                kept.push(None);
             }
             continue;
         }
         if !patchable(&slot, current, real, hook, global, stub) {
             continue;
         }
-        // SAFETY: as above.
-        if unsafe { write(&slot, hook) } {
-            patches.patches.push(Patch {
-                slot,
-                original: current,
-                hook,
-            });
+        writes.push((slot, hook));
+        kept.push(Some(Patch {
+            slot,
+            original: current,
+            hook,
+        }));
+    }
+    // SAFETY: as above, for every slot `find` returned.
+    let made = unsafe { write_all(&writes) };
+    for (patch, made) in kept.into_iter().zip(made) {
+        if let (Some(patch), true) = (patch, made) {
+            patches.patches.push(patch);
         }
     }
 }
@@ -174,19 +201,22 @@ fn canonical_stubs(
 /// whose object is still loaded; forgets all patches.
 pub(crate) fn restore_all(patches: &mut Patches) {
     let loaded = elf_slots::loaded_images();
-    // Newest first: an object loaded again at the same address has newer patches.
+    let mut writes: Vec<(Slot, usize)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    // Newest first: an object loaded again at the same address has newer patches, and
+    // its slot is restored by the newest one alone.
     for p in patches.patches.drain(..).rev() {
         let still_loaded = loaded
             .iter()
             .any(|&(base, image)| base == p.slot.base && image == p.slot.image);
-        if !still_loaded {
+        if !still_loaded || !seen.insert(p.slot.addr) {
             continue;
         }
         // SAFETY: the slot's object is loaded at the same place with the same layout.
-        unsafe {
-            if read(&p.slot) == p.hook {
-                write(&p.slot, p.original);
-            }
+        if unsafe { read(&p.slot) } == p.hook {
+            writes.push((p.slot, p.original));
         }
     }
+    // SAFETY: slots of objects loaded at the same place with the same layout, read above.
+    unsafe { write_all(&writes) };
 }

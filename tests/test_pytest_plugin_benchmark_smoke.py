@@ -1,0 +1,33 @@
+"""Smoke test of benchmarks/pytest_plugin.py on a small generated suite: plain pytest,
+pytest --memray and pytest --memtape each run it and pass the same tests, and the table
+has a row and ratios for each. No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "pytest_plugin.py"
+
+
+def test_a_small_tiny_suite_run_reports_every_mode(tmp_path: Path) -> None:
+    numbers = tmp_path / "plugin.json"
+    proc = subprocess.run(
+        [
+            *(sys.executable, str(SCRIPT), "--runs", "1", "--suites", "tiny"),
+            *("--tiny-tests", "150", "--work", str(tmp_path / "work"), "--json", str(numbers)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    modes = json.loads(numbers.read_text())["tiny"]
+    assert list(modes) == ["plain", "memray", "memtape"]
+    assert all(m["tests"] == [150] for m in modes.values()), modes
+    assert modes["plain"]["x_plain"] == 1.0 and modes["memray"]["x_memray"] == 1.0
+    assert all(m["median_s"] > 0 and m["x_plain"] > 0 for m in modes.values())
+    assert proc.stdout.splitlines()[-1].startswith("memtape      150")

@@ -286,6 +286,29 @@ def no_gdb_version_mismatch(python: str, memtape: list[str], workdir: Path) -> d
         target.kill()
 
 
+def free_threaded_by_name(python: str, memtape: list[str], workdir: Path) -> dict[str, Any]:
+    """memtape attach to an interpreter whose file says it is a free-threaded build (a
+    copy of ``python`` named ``python3.Xt``, as Debian and python.org name those builds;
+    none can be installed here): the check reads the name before anything else."""
+    import shutil
+
+    version = subprocess.run(
+        [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    workdir.mkdir(parents=True, exist_ok=True)
+    renamed = workdir / f"python{version}t"
+    shutil.copy2(shutil.which(python) or python, renamed)
+    target = Target(str(renamed), workdir / "target")
+    try:
+        attach = run([*memtape, "attach", str(target.pid), "-o", str(workdir / "x.mtape")])
+        return {"attach": attach, "check": target.check(), "end": target.finish()}
+    finally:
+        target.kill()
+
+
 # A thread-pool server: its main thread waits for the pool (on a lock, in C) and runs no
 # Python code, so it reaches no safe point; a worker serves the commands.
 POOL_TARGET = """\
@@ -365,6 +388,7 @@ SCENARIOS = {
     "duration": lambda python, memtape, work: attach_then_detach(python, memtape, work, "duration"),
     "remote-debug-disabled": remote_debug_disabled,
     "no-gdb": no_gdb_version_mismatch,
+    "free-threaded": free_threaded_by_name,
     "pool": thread_pool_server,
 }
 

@@ -288,6 +288,18 @@ def test_other_version_without_gdb_314() -> None:
     assert result["end"]["returncode"] == 3
 
 
+def test_free_threaded_build_314() -> None:
+    """A free-threaded interpreter (3.14t) is refused before anything is done to it."""
+    result = in_sid_root("python3.14", "python3.14", "free-threaded")
+    attach = result["attach"]
+    done = subprocess.CompletedProcess([], attach["returncode"], attach["stdout"], attach["stderr"])
+    assert_refused(done, "attach", "runs a free-threaded CPython 3.14t: memtape records builds")
+    assert result["check"]["threads"] == ["MainThread"]
+    assert result["check"]["allocators_as_at_start"]
+    assert not result["check"]["memtape_imported"]
+    assert result["end"] == {"stdout": "started\nbye\n", "stderr": "", "returncode": 3}
+
+
 def test_attach_again_after_a_cancelled_attach(tmp_path: Path) -> None:
     """A cancelled attach whose payload is still queued does not block the next attach,
     and the target records once, as the second attach asked."""

@@ -30,8 +30,9 @@ from memtape.attach.control import (
 from memtape.attach.target_process import AttachError
 from memtape.cli.attach_note import describe_census
 from memtape.cli.capture_file import refuse_overwrite
-from memtape.cli.command_parser import command_parser, whole_number
+from memtape.cli.command_parser import command_parser
 from memtape.cli.live import live_view_problem
+from memtape.cli.run_options import add_recording_options
 from memtape.cli.summary import print_read_hints
 
 
@@ -76,33 +77,7 @@ def parser() -> argparse.ArgumentParser:
         help="the capture file to write (default: memtape-NAME-PID.mtape in the current "
         "directory); the target writes it, so its user must be able to",
     )
-    p.add_argument(
-        "-n",
-        "--nframe",
-        type=whole_number(1, 65535),
-        default=64,
-        metavar="N",
-        help="frames kept per traceback, innermost first, 1 to 65535 (default: 64)",
-    )
-    p.add_argument(
-        "--min-size",
-        type=whole_number(0),
-        default=0,
-        metavar="BYTES",
-        help="record only the allocations of at least BYTES bytes (default: 0, all)",
-    )
-    p.add_argument(
-        "--native",
-        dest="native_stacks",
-        action="store_true",
-        help="record each allocation's native stack too (default: Python frames only)",
-    )
-    p.add_argument(
-        "--no-native-heap",
-        dest="native_heap",
-        action="store_false",
-        help="record the Python heap only, not native malloc and mmap calls (default: both)",
-    )
+    add_recording_options(p)
     p.add_argument(
         "--duration",
         type=_seconds,

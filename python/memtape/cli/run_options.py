@@ -44,19 +44,9 @@ class RunOptions:
     live: bool = False
 
 
-def run_parser() -> argparse.ArgumentParser:
-    """memtape's options of ``memtape run``, and the program's forms (for the help)."""
-    p = command_parser("run", __doc__ or "")
-    p.usage = "%(prog)s [options] (script.py | dir | app.zip | -m module | -c code) [args ...]"
-    # A prefix of an option would not end where the program starts (see program_start).
-    p.allow_abbrev = False
-    p.add_argument(
-        "-o",
-        "--output",
-        metavar="FILE",
-        help="the capture file to write (default: memtape-NAME-PID.mtape in the current "
-        "directory; NAME is the script's or module's name, or 'code' for -c)",
-    )
+def add_recording_options(p: argparse.ArgumentParser) -> None:
+    """What to record, as ``memtape run`` and ``memtape attach`` take it: ``--nframe``,
+    ``--min-size``, ``--native``, ``--no-native-heap``."""
     p.add_argument(
         "-n",
         "--nframe",
@@ -86,6 +76,22 @@ def run_parser() -> argparse.ArgumentParser:
         help="record the Python heap only, not native (C, C++, Rust) malloc and mmap calls "
         "(default: both)",
     )
+
+
+def run_parser() -> argparse.ArgumentParser:
+    """memtape's options of ``memtape run``, and the program's forms (for the help)."""
+    p = command_parser("run", __doc__ or "")
+    p.usage = "%(prog)s [options] (script.py | dir | app.zip | -m module | -c code) [args ...]"
+    # A prefix of an option would not end where the program starts (see program_start).
+    p.allow_abbrev = False
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="the capture file to write (default: memtape-NAME-PID.mtape in the current "
+        "directory; NAME is the script's or module's name, or 'code' for -c)",
+    )
+    add_recording_options(p)
     p.add_argument(
         "--follow-children",
         action="store_true",

@@ -26,7 +26,9 @@ PIPELINES: dict[str, list[str]] = {
         "cpython",  # reading CPython: thread state, code objects
         "cpython/frames",  # reading CPython: each version's interpreter frames
         "cpython/thread_state",  # reading CPython: the current thread state
-        "arch",  # what differs between processor architectures
+        "arch",  # what differs between processor architectures: the seam
+        "arch/x86_64",  # x86-64 Linux behind it
+        "arch/aarch64",  # aarch64 Linux behind it
     ],
     "crates/memtape-core/src": [
         "",

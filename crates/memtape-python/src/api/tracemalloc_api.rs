@@ -173,7 +173,8 @@ pub(crate) fn _take_trace_set(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     })
 }
 
-/// Whether the hooks read the current thread state without a call into CPython (x86-64,
+/// Whether the hooks read the current thread state without a call into CPython (where
+/// `arch::getter_code` knows the getter's shapes: x86-64;
 /// once the hooks have been installed); for tests.
 #[pyfunction]
 pub(crate) fn _reads_thread_state_directly() -> bool {

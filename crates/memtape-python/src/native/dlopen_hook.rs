@@ -31,63 +31,12 @@ fn loaded() {
 type DlopenFn = unsafe extern "C" fn(*const c_char, c_int) -> *mut c_void;
 type DlmopenFn = unsafe extern "C" fn(libc::Lmid_t, *const c_char, c_int) -> *mut c_void;
 
-#[cfg(target_arch = "x86_64")]
-std::arch::global_asm!(
-    ".pushsection .text.memtape_dlopen_entry,\"ax\",@progbits",
-    ".globl memtape_dlopen_entry",
-    ".hidden memtape_dlopen_entry",
-    ".globl memtape_dlmopen_entry",
-    ".hidden memtape_dlmopen_entry",
-    ".p2align 4",
-    "memtape_dlopen_entry:",
-    // dlopen(file, flags): the caller's return address becomes the third argument.
-    "mov rdx, qword ptr [rsp]",
-    "jmp {dlopen}",
-    ".p2align 4",
-    "memtape_dlmopen_entry:",
-    // dlmopen(lmid, file, flags): the return address becomes the fourth argument.
-    "mov rcx, qword ptr [rsp]",
-    "jmp {dlmopen}",
-    ".popsection",
-    dlopen = sym dlopen_from,
-    dlmopen = sym dlmopen_from,
-);
+// The entries GOT slots for `dlopen` and `dlmopen` are pointed at (`dlopen_entry()`,
+// `dlmopen_entry()`): the architecture's trampolines, which pass the caller's return
+// address on to `dlopen_from` or `dlmopen_from` as one more argument.
+crate::arch::dlopen_trampolines!(dlopen_from, dlmopen_from);
 
-#[cfg(target_arch = "aarch64")]
-std::arch::global_asm!(
-    ".pushsection .text.memtape_dlopen_entry,\"ax\",%progbits",
-    ".globl memtape_dlopen_entry",
-    ".hidden memtape_dlopen_entry",
-    ".globl memtape_dlmopen_entry",
-    ".hidden memtape_dlmopen_entry",
-    ".p2align 4",
-    "memtape_dlopen_entry:",
-    "mov x2, x30",
-    "b {dlopen}",
-    ".p2align 4",
-    "memtape_dlmopen_entry:",
-    "mov x3, x30",
-    "b {dlmopen}",
-    ".popsection",
-    dlopen = sym dlopen_from,
-    dlmopen = sym dlmopen_from,
-);
-
-extern "C" {
-    fn memtape_dlopen_entry();
-    fn memtape_dlmopen_entry();
-}
-
-/// The address GOT slots for `dlopen` are pointed at.
-pub(crate) fn dlopen_entry() -> usize {
-    memtape_dlopen_entry as *const () as usize
-}
-
-/// The address GOT slots for `dlmopen` are pointed at.
-pub(crate) fn dlmopen_entry() -> usize {
-    memtape_dlmopen_entry as *const () as usize
-}
-
+/// `dlopen(file, flags)` called from `caller` (a return address), through the trampoline.
 unsafe extern "C" fn dlopen_from(
     file: *const c_char,
     flags: c_int,
@@ -103,6 +52,7 @@ unsafe extern "C" fn dlopen_from(
     handle
 }
 
+/// `dlmopen(lmid, file, flags)` called from `caller`, through the trampoline.
 unsafe extern "C" fn dlmopen_from(
     lmid: libc::Lmid_t,
     file: *const c_char,

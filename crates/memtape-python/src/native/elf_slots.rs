@@ -6,6 +6,8 @@
 
 use std::ffi::{c_int, c_void, CStr};
 
+use crate::arch::{R_GLOB_DAT, R_JUMP_SLOT};
+
 /// ELF64 dynamic-section entry.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -45,15 +47,6 @@ const DT_JMPREL: i64 = 23;
 const PT_LOAD: u32 = 1;
 const PT_DYNAMIC: u32 = 2;
 const PT_GNU_RELRO: u32 = 0x6474_e552;
-
-#[cfg(target_arch = "x86_64")]
-const R_GLOB_DAT: u32 = 6;
-#[cfg(target_arch = "x86_64")]
-const R_JUMP_SLOT: u32 = 7;
-#[cfg(target_arch = "aarch64")]
-const R_GLOB_DAT: u32 = 1025;
-#[cfg(target_arch = "aarch64")]
-const R_JUMP_SLOT: u32 = 1026;
 
 /// One GOT slot naming a function we hook.
 #[derive(Clone, Copy, Debug)]

@@ -4,15 +4,8 @@
 /// lines before the store. Measured in section 38 of benchmarks/RESULTS.md; 16 did not help.
 pub(crate) const RING_AHEAD: usize = 8;
 
-/// Starts loading the cache line at `addr`; nothing on targets without the instruction.
+/// Starts loading the cache line at `addr`, which a store will soon need.
 #[inline(always)]
 pub(crate) fn prefetch(addr: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it never faults and changes no memory, whatever the
-    // address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
+    crate::arch::prefetch_write(addr);
 }

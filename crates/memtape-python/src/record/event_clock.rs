@@ -3,9 +3,9 @@
 //!
 //! Where the kernel itself keeps time with the CPU's invariant time-stamp counter
 //! (x86-64, clocksource `tsc`: the kernel checked that the counters of all CPUs agree and
-//! switches away when they do not), a tick is one `rdtsc`, about 11 ns on the 2-core VM
-//! against 30 ns for `CLOCK_REALTIME` through the vDSO (which adds a fence, a sequence
-//! lock and the conversion). Elsewhere a tick is a nanosecond of `CLOCK_REALTIME`.
+//! switches away when they do not; [`arch::cycle_counter_keeps_time`]), a tick is one
+//! `rdtsc`, about 11 ns on the 2-core VM against 30 ns for `CLOCK_REALTIME` through the
+//! vDSO (which adds a fence, a sequence lock and the conversion). Elsewhere a tick is a nanosecond of `CLOCK_REALTIME`.
 //!
 //! Most Python-heap events do not read the counter ([`ticks_on`]): a thread's event reuses
 //! the thread's last reading for up to 15 events while the beat of memtape's clock thread
@@ -27,6 +27,7 @@ use std::sync::OnceLock;
 use memtape_core::{ClockAnchor, TickScale};
 
 use super::clock_beat;
+use crate::arch;
 use crate::thread::thread_clock::ThreadClock;
 use crate::thread::thread_id;
 
@@ -68,11 +69,10 @@ pub(crate) fn ticks_on(clock: &ThreadClock) -> u64 {
 /// The current tick count.
 #[inline(always)]
 pub(crate) fn ticks() -> u64 {
-    #[cfg(target_arch = "x86_64")]
     if SOURCE.load(Ordering::Relaxed) == TSC {
-        // SAFETY: `rdtsc` has no preconditions; it is used only where the kernel keeps
-        // time with an invariant, synchronized counter (see `decide`).
-        return unsafe { core::arch::x86_64::_rdtsc() };
+        // Only where the kernel keeps time with an invariant, synchronized counter (see
+        // `decide`).
+        return arch::cycle_counter();
     }
     thread_id::now_ns()
 }
@@ -86,30 +86,13 @@ pub(crate) fn decide() {
     FIRST.get_or_init(anchor);
 }
 
-/// Whether the counter is invariant (CPUID) and the kernel keeps time with it.
-#[cfg(target_arch = "x86_64")]
+/// Whether the cycle counter keeps time (see [`arch::cycle_counter_keeps_time`]), unless
+/// `MEMTAPE_EVENT_CLOCK=realtime` asks for the wall clock.
 fn tsc_keeps_time() -> bool {
     if std::env::var_os("MEMTAPE_EVENT_CLOCK").is_some_and(|v| v == "realtime") {
         return false;
     }
-    // Leaf 0x8000_0000 reports the highest extended leaf, checked before 0x8000_0007.
-    // (`__cpuid` is a safe function on recent Rust, unsafe on the oldest we support.)
-    #[allow(unused_unsafe)]
-    // SAFETY: CPUID exists on every x86-64 CPU and has no preconditions.
-    let invariant = unsafe {
-        core::arch::x86_64::__cpuid(0x8000_0000).eax >= 0x8000_0007
-            && core::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) != 0
-    };
-    invariant
-        && std::fs::read_to_string(
-            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-        )
-        .is_ok_and(|s| s.trim() == "tsc")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn tsc_keeps_time() -> bool {
-    false
+    arch::cycle_counter_keeps_time()
 }
 
 /// Ticks and wall time read together: the ticks halfway through the wall-clock read, of

@@ -143,16 +143,9 @@ unsafe fn read<T: Copy>(base: *const u8, offset: usize) -> T {
 /// cache lines now, so that following the `previous` chain overlaps its cache misses.
 #[inline(always)]
 fn prefetch_callers(frame: *const u8) {
-    #[cfg(target_arch = "x86_64")]
     for back in [128usize, 256, 384, 512] {
-        let line = frame.wrapping_sub(back);
-        // SAFETY: prefetching is a hint and never faults, whatever the address.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line.cast())
-        };
+        crate::arch::prefetch_read(frame.wrapping_sub(back));
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = frame;
 }
 
 /// One physical frame of the chain outside the innermost checked frame, as last walked:

@@ -1,5 +1,5 @@
-//! CPython's getter of the current thread state: the call itself, and where its code is
-//! (x86-64), for [`super::locate`] to decode.
+//! CPython's getter of the current thread state: the call itself, and where its code is,
+//! for [`super::locate`] to decode.
 
 use pyo3::ffi;
 
@@ -28,7 +28,6 @@ pub(super) fn call_unchecked_get() -> *mut ffi::PyThreadState {
 }
 
 /// The getter's code, in the object (libpython or the executable) that holds it.
-#[cfg(target_arch = "x86_64")]
 pub(super) struct Getter {
     /// The getter's address.
     pub(super) at: usize,
@@ -36,7 +35,6 @@ pub(super) struct Getter {
     home: usize,
 }
 
-#[cfg(target_arch = "x86_64")]
 impl Getter {
     /// The bytes read from the getter's start: at least its longest known shape.
     const CODE_LEN: usize = 24;
@@ -75,7 +73,6 @@ impl Getter {
 }
 
 /// The base address of the loaded object that holds `address`, if any.
-#[cfg(target_arch = "x86_64")]
 fn object_of(address: usize) -> Option<usize> {
     // SAFETY: `Dl_info` is pointers only, for which all-zero bytes are valid (null).
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };

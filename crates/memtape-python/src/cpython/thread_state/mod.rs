@@ -10,16 +10,17 @@
 //! - from 3.12 on, a thread-local of libpython, whose address each thread asks once and
 //!   keeps in its [`StateWord`] (`tls_word`).
 //!
-//! Where the code has another shape, the hooks keep calling the getter.
+//! Where the code has another shape, the hooks keep calling the getter. The shapes are
+//! the architecture's ([`crate::arch::getter_code`]): x86-64's are decoded, aarch64's not
+//! yet (its hooks call the getter).
 
 use pyo3::ffi;
 
 mod getter;
-mod getter_code;
 #[cfg(not(Py_3_12))]
 mod runtime_word;
 mod state_word;
-#[cfg(all(Py_3_12, target_arch = "x86_64"))]
+#[cfg(Py_3_12)]
 mod tls_word;
 
 use getter::call_unchecked_get;
@@ -37,7 +38,7 @@ fn unchecked_get() -> *mut ffi::PyThreadState {
 /// [`unchecked_get`] for the thread whose word `word` is.
 #[inline(always)]
 fn unchecked_get_via(word: &StateWord) -> *mut ffi::PyThreadState {
-    #[cfg(all(Py_3_12, target_arch = "x86_64"))]
+    #[cfg(Py_3_12)]
     {
         if let Some(at) = word.address() {
             // SAFETY: `at` was kept by `tls_word::ask_and_get` from `address` on this
@@ -46,20 +47,20 @@ fn unchecked_get_via(word: &StateWord) -> *mut ffi::PyThreadState {
         }
         tls_word::ask_and_get(word)
     }
-    #[cfg(not(all(Py_3_12, target_arch = "x86_64")))]
+    #[cfg(not(Py_3_12))]
     {
         let _ = word;
         unchecked_get()
     }
 }
 
-/// Finds the word the getter reads, so that the hooks read it without the call (3.10 to
-/// 3.13 on x86-64; elsewhere nothing to do). Called with the GIL held, before the hooks
-/// are installed; once found, it is kept for the process.
+/// Finds the word the getter reads, so that the hooks read it without the call (where
+/// the architecture knows the getter's shapes). Called with the GIL held, before the
+/// hooks are installed; once found, it is kept for the process.
 pub(crate) fn locate(_py: pyo3::Python<'_>) {
-    #[cfg(all(not(Py_3_12), target_arch = "x86_64"))]
+    #[cfg(not(Py_3_12))]
     runtime_word::locate(call_unchecked_get);
-    #[cfg(all(Py_3_12, target_arch = "x86_64"))]
+    #[cfg(Py_3_12)]
     tls_word::locate(call_unchecked_get);
 }
 
@@ -69,13 +70,9 @@ pub(crate) fn read_directly() -> bool {
     {
         runtime_word::read().is_some()
     }
-    #[cfg(all(Py_3_12, target_arch = "x86_64"))]
+    #[cfg(Py_3_12)]
     {
         tls_word::located()
-    }
-    #[cfg(all(Py_3_12, not(target_arch = "x86_64")))]
-    {
-        false
     }
 }
 

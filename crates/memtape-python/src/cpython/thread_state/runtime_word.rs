@@ -4,10 +4,8 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use pyo3::ffi;
 
-#[cfg(target_arch = "x86_64")]
 use super::getter::Getter;
-#[cfg(target_arch = "x86_64")]
-use super::getter_code::decode_runtime_word;
+use crate::arch::getter_code::decode_runtime_word;
 
 /// The word's address once [`locate`] has found and checked it; null until then.
 static WORD: AtomicPtr<AtomicUsize> = AtomicPtr::new(std::ptr::null_mut());
@@ -24,7 +22,6 @@ pub(super) fn read() -> Option<*mut ffi::PyThreadState> {
 
 /// Finds the word from `_PyThreadState_UncheckedGet`'s code and keeps it when reading
 /// it gives what `call` (the function itself) returns, with the GIL held.
-#[cfg(target_arch = "x86_64")]
 pub(super) fn locate(call: fn() -> *mut ffi::PyThreadState) {
     if !WORD.load(Ordering::Acquire).is_null() {
         return;

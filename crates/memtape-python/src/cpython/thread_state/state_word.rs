@@ -1,17 +1,15 @@
-//! Where one thread finds its current thread state (from 3.12 on, x86-64), kept in the
-//! thread's hook state.
+//! Where one thread finds its current thread state (from 3.12 on), kept in the thread's
+//! hook state.
 
 use std::cell::Cell;
 
-/// Where one thread finds its current thread state (from 3.12 on, x86-64): the address
+/// Where one thread finds its current thread state (from 3.12 on): the address
 /// of libpython's thread-local once asked (see [`super::locate`]), or `CALL` (the getter is
 /// called). Kept in the thread's hook state, so it lives as long as the thread's
 /// thread-locals. Before 3.12 the word is the process's and this is not read.
-pub(crate) struct StateWord(
-    #[cfg_attr(not(all(Py_3_12, target_arch = "x86_64")), allow(dead_code))] Cell<usize>,
-);
+pub(crate) struct StateWord(#[cfg_attr(not(Py_3_12), allow(dead_code))] Cell<usize>);
 
-#[cfg_attr(not(all(Py_3_12, target_arch = "x86_64")), allow(dead_code))]
+#[cfg_attr(not(Py_3_12), allow(dead_code))]
 impl StateWord {
     /// Not asked yet.
     const UNASKED: usize = 0;

@@ -1,4 +1,4 @@
-//! Libpython's thread-local holding the current thread state (3.12 and later, x86-64),
+//! Libpython's thread-local holding the current thread state (3.12 and later),
 //! whose address each thread asks once: from `__tls_get_addr` where libpython is a shared
 //! library (the general dynamic model), or from the thread pointer where the thread-local
 //! is in static TLS (an executable with libpython linked in, such as Debian's
@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicIsize, AtomicPtr, AtomicU8, Ordering};
 use pyo3::ffi;
 
 use super::getter::{call_unchecked_get, Getter};
-use super::getter_code::{decode_tls_index, decode_tp_offset};
 use super::state_word::StateWord;
+use crate::arch::getter_code::{decode_tls_index, decode_tp_offset, STATIC_TLS};
 use crate::arch::thread_pointer;
 
 /// The argument of `__tls_get_addr`: a module's TLS id and the offset in its block.
@@ -21,7 +21,7 @@ pub(super) struct TlsIndex {
 }
 
 extern "C" {
-    // glibc's (x86-64 ABI): the calling thread's address of the variable `index` names.
+    // glibc's: the calling thread's address of the variable `index` names.
     fn __tls_get_addr(index: *const TlsIndex) -> *mut u8;
 }
 
@@ -112,8 +112,7 @@ pub(super) fn locate(call: fn() -> *mut ffi::PyThreadState) {
         INDEX.store(index as *mut TlsIndex, Ordering::Release);
         Access::Dynamic
     } else if let Some(offset) = decode_tp_offset(code, getter.at, |a| getter.read_word(a)) {
-        // x86-64 keeps static TLS just below the thread pointer (TLS variant II).
-        if !(-(1 << 20)..0).contains(&offset) {
+        if !STATIC_TLS.contains(&offset) {
             return;
         }
         TP_OFFSET.store(offset, Ordering::Release);

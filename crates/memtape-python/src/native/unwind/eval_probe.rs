@@ -19,7 +19,7 @@ use gimli::{BaseAddresses, EhFrame, EhFrameHdr, LittleEndian, UnwindSection};
 
 use super::loaded_modules::{loaded_modules, LoadedModule};
 use super::module_sections::section_info;
-use super::registers::registers;
+use crate::arch::unwind_registers;
 use crate::cpython::{frames, thread_state};
 
 /// The most frames unwound looking for the activation.
@@ -61,7 +61,8 @@ fn activation_pc<U>(unwinder: &U, cache: &mut U::Cache, marker: u64, top: u64) -
 where
     U: Unwinder<UnwindRegs = UnwindRegsNative>,
 {
-    let (pc, sp, bp) = registers();
+    let (pc, mut regs) = unwind_registers();
+    let sp = regs.sp();
     let mut read_stack = |addr: u64| -> Result<u64, ()> {
         if addr < sp || addr.saturating_add(8) > top || addr % 8 != 0 {
             return Err(());
@@ -69,7 +70,6 @@ where
         // SAFETY: `[sp, top)` is this thread's own mapped stack, above the live frame.
         Ok(unsafe { std::ptr::read_volatile(addr as *const u64) })
     };
-    let mut regs = UnwindRegsNative::new(pc, sp, bp);
     let mut address = FrameAddress::InstructionPointer(pc);
     for _ in 0..MAX_WALK {
         let below = regs.sp();

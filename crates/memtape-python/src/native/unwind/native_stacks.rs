@@ -31,15 +31,13 @@
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
-#[cfg(target_arch = "x86_64")]
 use framehop::{FrameAddress, UnwindRegsNative, Unwinder};
 use framehop::{Module, MustNotAllocateDuringUnwind, UnwinderNative};
 
 use super::loaded_modules::loaded_modules;
 use super::module_sections::{section_info, Data};
-#[cfg(target_arch = "x86_64")]
-use super::registers::registers;
 use super::rule_ways::RuleWays;
+use crate::arch::unwind_registers;
 use crate::thread::hook_mode;
 
 /// The most native frames kept per stack.
@@ -129,14 +127,6 @@ pub(crate) fn disable() {
 
 /// Finds the eval loop's split-off part, if any (`eval_probe`), with the thread's stack
 /// top looked up first; publishes an unwinder that knows it.
-#[cfg(not(target_arch = "x86_64"))]
-fn learn_eval_split() {
-    stack_top();
-}
-
-/// Finds the eval loop's split-off part, if any (`eval_probe`), with the thread's stack
-/// top looked up first; publishes an unwinder that knows it.
-#[cfg(target_arch = "x86_64")]
 fn learn_eval_split() {
     let top = stack_top();
     let snapshot = SNAPSHOT.load(Ordering::Acquire);
@@ -325,7 +315,6 @@ pub(crate) fn capture(out: &mut [u64; MAX_NATIVE_FRAMES]) -> usize {
 /// `_PyEval_EvalFrameDefault` from the innermost. Each run of frames inside an eval
 /// loop is trimmed of the interpreter's own functions at both ends (how it allocates for
 /// its caller, and its call machinery); a run the unwind did not finish is dropped.
-#[cfg(target_arch = "x86_64")]
 #[inline(never)]
 pub(crate) fn capture_segments(
     out: &mut [u64; MAX_NATIVE_FRAMES],
@@ -345,7 +334,8 @@ pub(crate) fn capture_segments(
     if top == 0 {
         return (0, 0);
     }
-    let (pc, sp, bp) = registers();
+    let (pc, mut regs) = unwind_registers();
+    let sp = regs.sp();
     let Some(mut lease) = CacheLease::take(sp as usize >> 16) else {
         return (0, 0);
     };
@@ -359,7 +349,6 @@ pub(crate) fn capture_segments(
         // SAFETY: `[sp, top)` is this thread's own mapped stack, above the live frame.
         Ok(unsafe { std::ptr::read_volatile(addr as *const u64) })
     };
-    let mut regs = UnwindRegsNative::new(pc, sp, bp);
     // framehop's `iter_frames`, with each frame's rule cached in the way its address picks
     // (`rule_ways`): the frame the walk is at, and the caller it unwinds to once asked.
     let mut frame = FrameAddress::InstructionPointer(pc);
@@ -424,16 +413,6 @@ pub(crate) fn capture_segments(
     (kept, cuts)
 }
 
-/// Native stacks are only unwound on x86-64 for now.
-#[cfg(not(target_arch = "x86_64"))]
-pub(crate) fn capture_segments(
-    _out: &mut [u64; MAX_NATIVE_FRAMES],
-    _evals: usize,
-    _cut: &mut [u8; MAX_CUTS],
-) -> (usize, usize) {
-    (0, 0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,7 +438,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, target_arch = "x86_64"))]
+#[cfg(test)]
 mod no_allocation {
     //! The unwinder never allocates: a counting global allocator (this test binary's)
     //! counts what the unwinding thread allocates while it unwinds.
@@ -521,7 +500,7 @@ mod no_allocation {
     }
 }
 
-#[cfg(all(test, target_arch = "x86_64"))]
+#[cfg(test)]
 mod colliding_addresses {
     //! Two addresses of one framehop slot, looked up in turn with the unwinder's real
     //! rules: one framehop cache forgets each rule before it is asked again, the ways keep

@@ -1,6 +1,14 @@
-//! The shapes of the getter's code that [`super::locate`] knows (x86-64), decoded into
-//! where each loads from. Plain byte reading, built for every version so that its
-//! tests run wherever the crate's do; the version in use takes one of them.
+//! The shapes of CPython's current-thread-state getter that `cpython::thread_state`
+//! knows (x86-64), decoded into where each loads from. Plain byte reading, built for
+//! every version so that its tests run wherever the crate's do; the version in use takes
+//! one of them.
+
+use std::ops::Range;
+
+/// Where static TLS lies from the thread pointer: x86-64 keeps it just below (TLS
+/// variant II); an offset outside is not believed.
+#[cfg_attr(not(Py_3_12), allow(dead_code))]
+pub(crate) const STATIC_TLS: Range<isize> = -(1 << 20)..0;
 
 /// The address of the word that a function of one of these shapes (x86-64) returns:
 ///
@@ -11,8 +19,8 @@
 ///
 /// The first loads the word itself; the second loads `_PyRuntime`'s address from the
 /// GOT, read with `read_word`. `code` is the function's first bytes, found at `at`.
-#[cfg_attr(any(Py_3_12, not(target_arch = "x86_64")), allow(dead_code))]
-pub(super) fn decode_runtime_word(
+#[cfg_attr(Py_3_12, allow(dead_code))]
+pub(crate) fn decode_runtime_word(
     code: &[u8],
     at: usize,
     read_word: impl Fn(usize) -> Option<usize>,
@@ -48,8 +56,8 @@ pub(super) fn decode_runtime_word(
 /// ```
 ///
 /// `code` is the getter's first bytes, found at `at`.
-#[cfg_attr(not(all(Py_3_12, target_arch = "x86_64")), allow(dead_code))]
-pub(super) fn decode_tls_index(code: &[u8], at: usize) -> Option<usize> {
+#[cfg_attr(not(Py_3_12), allow(dead_code))]
+pub(crate) fn decode_tls_index(code: &[u8], at: usize) -> Option<usize> {
     const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
     const SUB_8_RSP: [u8; 4] = [0x48, 0x83, 0xec, 0x08];
     const LEA_RIP_RDI: [u8; 4] = [0x66, 0x48, 0x8d, 0x3d];
@@ -79,8 +87,8 @@ pub(super) fn decode_tls_index(code: &[u8], at: usize) -> Option<usize> {
 /// The first is the getter of an executable that defines the thread-local itself
 /// (Debian's `python3.X`, with libpython linked in); the second loads the offset from the
 /// GOT, read with `read_word`. `code` is the getter's first bytes, found at `at`.
-#[cfg_attr(not(all(Py_3_12, target_arch = "x86_64")), allow(dead_code))]
-pub(super) fn decode_tp_offset(
+#[cfg_attr(not(Py_3_12), allow(dead_code))]
+pub(crate) fn decode_tp_offset(
     code: &[u8],
     at: usize,
     read_word: impl Fn(usize) -> Option<usize>,

@@ -81,7 +81,7 @@ arm64_venv() {
   bash "$root_script" run bash -c '
     set -e
     [ -x "$0/bin/python" ] || python3.14 -m venv "$0"
-    "$0/bin/python" -m pip install -q --disable-pip-version-check "pytest>=8"
+    "$0/bin/python" -m pip install -q --disable-pip-version-check "pytest>=8" numpy
     "$0/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps "$1"
     "$0/bin/python" -c "import platform, memtape._native as n; print(platform.machine(), n.__file__)"
   ' "$venv" "$wheel"

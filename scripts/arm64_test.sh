@@ -33,8 +33,15 @@ ARM64_TESTS=(
   tests/test_tm_fork.py
   tests/test_tm_threads.py
 )
-# Tests deselected under qemu only, and why.
-ARM64_LEFT_OUT=()
+# Tests deselected under qemu only, and why (the node id, then the reason).
+churn="20 rounds of 100,000 lists through the RAW hooks and libc's allocator take about \
+160 s emulated, past the test's 60 s limit (the malloc case passed here with the limit \
+raised to 900 s)"
+ARM64_LEFT_OUT=(
+  "tests/test_native_alloc.py::test_python_heap_churn_is_never_a_native_free[malloc] $churn"
+  "tests/test_native_alloc.py::test_python_heap_churn_is_never_a_native_free[pymalloc_debug] $churn"
+  "tests/test_native_alloc.py::test_python_heap_churn_is_never_a_native_free[malloc_debug] $churn"
+)
 
 step() {
   local name="$1" start=$SECONDS

@@ -17,7 +17,7 @@ use crate::intercept::heap_record::{
     attribution, free_recording, record_alloc, record_free, recording_thread,
 };
 use crate::intercept::{pymalloc_beneath, ref_tracer};
-use crate::record::recorder::{hooks_active, Recorder, HEAP_EVENTS, RECORDER};
+use crate::record::recorder::{hooks_active, Recorder, CAPTURING, HEAP_EVENTS, RECORDER};
 use crate::record::repeat_alloc::record_repeat_alloc;
 use crate::record::spin_lock::SpinGuard;
 use crate::sinks::journal_backlog;
@@ -127,7 +127,7 @@ fn recorded(thread: &HookThread, alloc: impl FnOnce() -> *mut c_void) -> *mut c_
     thread.set_mode(HookMode::InAllocHook);
     let block = alloc();
     thread.set_mode(HookMode::Idle);
-    journal_backlog::wait_if_full();
+    journal_backlog::wait_if_full(&CAPTURING);
     block
 }
 
@@ -267,7 +267,7 @@ extern "C" fn free_recorded(ctx: *mut c_void, block: *mut c_void) {
     // Not in a mode that records no frees: between fork preparation and the fork this
     // thread holds the recorder, which the flusher needs.
     if recording.is_some() {
-        journal_backlog::wait_if_full();
+        journal_backlog::wait_if_full(&CAPTURING);
     }
 }
 
@@ -308,7 +308,7 @@ extern "C" fn free_plain_locked(
     drop(guard);
     forward_free(ctx, block);
     // The lock was taken here, so this thread held no lock of the flusher's before.
-    journal_backlog::wait_if_full();
+    journal_backlog::wait_if_full(&CAPTURING);
 }
 
 fn is_ours(a: &PyMemAllocatorEx, s: &'static HookSlot) -> bool {

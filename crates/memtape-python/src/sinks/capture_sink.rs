@@ -12,13 +12,9 @@ use memtape_core::capture::{Journal, RareRecords};
 use rustc_hash::FxHashMap;
 
 use super::flusher_wake::wake_flusher;
-use super::journal_backlog;
+use super::journal_backlog::{self, JOURNAL_TARGET};
 use crate::native::unwind::loaded_modules::LoadedModule;
 
-/// Journal entries after which the flusher is woken early (it takes the journal anyway
-/// every `FLUSH_INTERVAL`, which bounds what a killed process loses): 768 KiB of entries,
-/// about a fourth of a block.
-pub(crate) const JOURNAL_TARGET: usize = 32 * 1024;
 /// Entries a journal has room for before it grows: the target, and the events counted
 /// until the next look at it.
 pub(crate) const JOURNAL_CAPACITY: usize = JOURNAL_TARGET + 2 * CLOCK_EVERY as usize;

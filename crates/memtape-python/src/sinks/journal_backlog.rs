@@ -16,10 +16,12 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::capture_sink::JOURNAL_TARGET;
 use super::flusher_wake::wake_flusher;
-use crate::record::recorder::CAPTURING;
 
+/// Journal entries after which the flusher is woken early (it takes the journal anyway
+/// every `FLUSH_INTERVAL`, which bounds what a killed process loses): 768 KiB of entries,
+/// about a fourth of a block.
+pub(crate) const JOURNAL_TARGET: usize = 32 * 1024;
 /// Journal entries (24 bytes each) at which recording threads wait for the flusher:
 /// 3 MiB, four times the size at which the flusher is woken (the journal's capacity
 /// then stops at 3.1 MiB: its first size doubled twice).
@@ -61,10 +63,12 @@ pub(crate) fn taken() {
 }
 
 /// Whether a thread that recorded a block must wait for the flusher (one load).
+/// `capturing` says whether a capture is still recorded (the recorder's flag, given by
+/// the caller: the sinks sit below the recorder); a wait ends when it turns false.
 #[inline(always)]
-pub(crate) fn wait_if_full() {
+pub(crate) fn wait_if_full(capturing: &AtomicBool) {
     if FULL.load(Ordering::Relaxed) {
-        wait_for_flusher();
+        wait_for_flusher(capturing);
     }
 }
 
@@ -73,11 +77,11 @@ pub(crate) fn wait_if_full() {
 /// nothing.
 #[cold]
 #[inline(never)]
-fn wait_for_flusher() {
+fn wait_for_flusher(capturing: &AtomicBool) {
     let start = Instant::now();
     wake_flusher();
     while FULL.load(Ordering::Acquire) {
-        if !CAPTURING.load(Ordering::Acquire) {
+        if !capturing.load(Ordering::Acquire) {
             FULL.store(false, Ordering::Release);
             return;
         }
@@ -105,7 +109,7 @@ mod tests {
         assert!(!FULL.load(Ordering::Acquire));
         // No capture records here: a wait returns at once, and clears the flag.
         note_len(JOURNAL_LIMIT);
-        wait_if_full();
+        wait_if_full(&AtomicBool::new(false));
         assert!(!FULL.load(Ordering::Acquire));
         reset();
     }

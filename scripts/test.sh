@@ -175,7 +175,9 @@ in_home_of() {
   esac
 }
 
-first=1
+# Every version is built before any is tested: the attach tests run memtape on one
+# version against targets of the others, each needing its own build.
+declare -A venv_python=()
 for v in $versions; do
   case "$v" in
   3.1[1-3]) ;;
@@ -193,6 +195,12 @@ for v in $versions; do
     step "build memtape for CPython $v" false
     continue
   fi
+  venv_python[$v]="$py"
+done
+first=1
+for v in $versions; do
+  [ -n "${venv_python[$v]:-}" ] || continue
+  py="${venv_python[$v]}"
   if [ "$first" = 1 ]; then
     step "python lints" python_lints_of "$v" "$py"
     first=0

@@ -16,6 +16,7 @@ import importlib
 import sys
 import tracemalloc as stdlib_tracemalloc
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -116,3 +117,51 @@ def browser() -> Iterator[HeadlessChromium]:
         yield chromium
     finally:
         chromium.close()
+
+
+# `@pytest.mark.needs_builds("3.14", ...)`: a test that runs memtape on, or attaches it
+# to, other CPython versions than the running one needs memtape built for each of them
+# (`_native.cpython-3XY-*.so` in python/memtape). scripts/test.sh builds every version of
+# the run before any pytest; a run narrowed by MEMTAPE_PYTHONS leaves the others out, and
+# so are the tests that need them: deselected (counted in pytest's summary), not skipped,
+# and named once at the end.
+PACKAGE_DIR = Path(__file__).resolve().parent.parent / "python" / "memtape"
+
+
+_LEFT_OUT = pytest.StashKey[list[str]]()
+
+
+def memtape_built_for(version: str) -> bool:
+    """Whether python/memtape holds a memtape build for CPython ``version`` ("3.14")."""
+    tag = version.replace(".", "")
+    return any(PACKAGE_DIR.glob(f"_native.cpython-{tag}-*.so"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "needs_builds(*versions): deselected unless memtape is built for each"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    kept, left = [], []
+    for item in items:
+        marker = item.get_closest_marker("needs_builds")
+        missing = [v for v in (marker.args if marker else ()) if not memtape_built_for(v)]
+        (left if missing else kept).append(item)
+        if missing:
+            config.stash.setdefault(_LEFT_OUT, []).append(f"{item.nodeid}: {', '.join(missing)}")
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    left = terminalreporter.config.stash.get(_LEFT_OUT, [])
+    if left:
+        terminalreporter.write_line(
+            f"left out: {len(left)} test(s) need memtape built for another CPython "
+            "(scripts/test.sh builds every version of its run first):"
+        )
+        for line in left:
+            terminalreporter.write_line(f"  {line}")

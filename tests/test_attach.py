@@ -87,7 +87,9 @@ def assert_attached_cleanly(result: dict[str, Any], ended_by: str) -> None:
     assert census["__main__.Before"]["count"] == 2000, census
 
 
-@pytest.mark.parametrize("version", sorted(HOST_PYTHONS))
+@pytest.mark.parametrize(
+    "version", [pytest.param(v, marks=pytest.mark.needs_builds(v)) for v in sorted(HOST_PYTHONS)]
+)
 def test_attach_then_detach_through_gdb(version: str, tmp_path: Path) -> None:
     result = attach_then_detach(HOST_PYTHONS[version], MEMTAPE, tmp_path, "detach")
     assert "through gdb" in result["attach"]["stderr"]
@@ -124,12 +126,14 @@ def in_sid_root(cli_python: str, target_python: str, scenario: str) -> dict[str,
     return result
 
 
+@pytest.mark.needs_builds("3.14")
 def test_attach_314_through_pep_768() -> None:
     result = in_sid_root("python3.14", "python3.14", "detach")
     assert "through PEP 768" in result["attach"]["stderr"]
     assert_attached_cleanly(result, "detached")
 
 
+@pytest.mark.needs_builds("3.14", "3.15")
 def test_attach_315_from_314_through_gdb() -> None:
     """sys.remote_exec needs the target's version: memtape on 3.14 reaches a 3.15
     target through gdb instead."""
@@ -218,6 +222,7 @@ def test_thread_pool_server_with_a_blocked_main_thread(tmp_path: Path) -> None:
     assert_pool_recorded(result, "through gdb, in its main thread blocked in a system call")
 
 
+@pytest.mark.needs_builds("3.14")
 def test_thread_pool_server_314() -> None:
     """The same on 3.14: PEP 768's script waits for the main thread too."""
     result = in_sid_root("python3.14", "python3.14", "pool")

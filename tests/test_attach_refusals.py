@@ -146,6 +146,7 @@ def test_already_recorded_by_memtape_run(tmp_path: Path) -> None:
         run.wait()
 
 
+@pytest.mark.needs_builds("3.13")
 def test_gdb_missing_for_311_to_313(tmp_path: Path) -> None:
     target = Target(HOST_PYTHONS["3.13"], tmp_path / "target")
     try:
@@ -158,6 +159,7 @@ def test_gdb_missing_for_311_to_313(tmp_path: Path) -> None:
         target.kill()
 
 
+@pytest.mark.needs_builds("3.12")
 def test_missing_build(tmp_path: Path) -> None:
     """A memtape with no build for the target's version (3.12 here) names what is missing."""
     package = tmp_path / "lone" / "memtape"
@@ -257,6 +259,7 @@ def test_target_exits_during_the_attach(tmp_path: Path, when: str) -> None:
         target.kill()
 
 
+@pytest.mark.needs_builds("3.14")
 def test_remote_debugging_disabled_314() -> None:
     """PYTHON_DISABLE_REMOTE_DEBUG and -X disable-remote-debug are the target's refusal."""
     results = in_sid_root("python3.14", "python3.14", "remote-debug-disabled")
@@ -277,6 +280,7 @@ def test_remote_debugging_disabled_314() -> None:
         assert result["end"] == {"stdout": "started\nbye\n", "stderr": "", "returncode": 3}
 
 
+@pytest.mark.needs_builds("3.14", "3.15")
 def test_other_version_without_gdb_314() -> None:
     """memtape on 3.14, target on 3.15, no gdb: PEP 768 cannot cross versions."""
     result = in_sid_root("python3.14", "python3.15", "no-gdb")
@@ -288,6 +292,7 @@ def test_other_version_without_gdb_314() -> None:
     assert result["end"]["returncode"] == 3
 
 
+@pytest.mark.needs_builds("3.14")
 def test_free_threaded_build_314() -> None:
     """A free-threaded interpreter (3.14t) is refused before anything is done to it."""
     result = in_sid_root("python3.14", "python3.14", "free-threaded")

@@ -148,13 +148,27 @@ def main(argv: list[str]) -> int:
         # start_recording cancelled the attach, or stopped what had just started.
         print(f"memtape attach: interrupted; process {args.pid} is not recorded", file=sys.stderr)
         return 130
-    _print_started(attachment, shown)
-    if args.live:
-        return _watch_live(attachment, shown)
-    if args.duration is None:
-        print(f"stop it with: memtape detach {args.pid}", file=sys.stderr)
-        return 0
+    try:
+        _print_started(attachment, shown)
+        if args.live:
+            return _watch_live(attachment, shown)
+        if args.duration is None:
+            print(f"stop it with: memtape detach {args.pid}", file=sys.stderr)
+            return 0
+    except KeyboardInterrupt:
+        # Recording runs: a Ctrl-C from here on detaches, as during --duration.
+        return _detach_now(attachment, shown)
     return _wait(attachment, shown, args.duration)
+
+
+def _detach_now(attachment: Attachment, shown: str) -> int:
+    """Stops the recording now (a Ctrl-C): the capture complete, memtape gone."""
+    try:
+        ending = stop_recording(attachment.target.pid)
+    except AttachError as refusal:
+        return _fail(str(refusal))
+    print_ended(ending.exit, ending.events, shown)
+    return 0
 
 
 def _print_started(attachment: Attachment, shown: str) -> None:
@@ -197,10 +211,7 @@ def _wait(attachment: Attachment, shown: str, duration: float) -> int:
     try:
         ending = wait_until_ended(attachment, duration + 30.0)
     except KeyboardInterrupt:
-        try:
-            ending = stop_recording(pid)
-        except AttachError as refusal:
-            return _fail(str(refusal))
+        return _detach_now(attachment, shown)
     except AttachError as refusal:
         return _fail(str(refusal))
     if ending is None:

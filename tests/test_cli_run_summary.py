@@ -92,8 +92,10 @@ def test_the_analysis_memory_is_not_the_traced_process(tmp_path: Path) -> None:
     )
     capture = tmp_path / "rows.mtape"
     run = ok(memtape("run", "-o", capture, script))
-    assert "memtape: peak 115.4 MiB" in run.stderr, describe(run)
+    assert "memtape: peak " in run.stderr and "rows.py:2 in <module>" in run.stderr
     stats = read_json("stats", capture)
+    # The 800,000 rows and their ints and strings: 109-116 MiB, by CPython version.
+    assert 80 << 20 < stats["peak"]["bytes"] < 140 << 20, stats["peak"]
     own = stats["rss"]["memtape_own_bytes"]
     assert 0 < own < stats["peak"]["bytes"] // 8, (own, stats["peak"])
 

@@ -42,8 +42,10 @@ def test_a_starved_flusher_holds_the_journal_to_a_few_mib(tmp_path: Path) -> Non
     run = ok(memtape("run", "-q", "-o", capture, script))
     assert run.stdout == "flushers starved: 1\n", describe(run)
     stats = read_json("stats", capture)
-    # 1.5 million blocks live at the end: nothing is lost to the bound.
-    assert stats["peak"]["blocks"] >= 1_499_000, stats["peak"]
+    # About 1.5 million blocks live at the end (the rows, their ints and strings; a newer
+    # CPython keeps a few more small ones cached: 1,498,927 on 3.15): nothing is lost to
+    # the bound.
+    assert stats["peak"]["blocks"] >= 1_498_000, stats["peak"]
     # Two journals of at most 3.1 MiB each, the writer's buffers, the stacks: well under
     # 16 MiB (unbounded, the journal alone took tens of MiB here).
     own = stats["rss"]["memtape_own_bytes"]

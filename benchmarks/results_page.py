@@ -56,6 +56,15 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+
+
+def shown_path(path: str) -> str:
+    """``path`` as the page shows it: relative to the checkout when inside it, so that the
+    page names no machine's directories."""
+    inside = Path(path).is_absolute() and Path(path).is_relative_to(ROOT)
+    return os.path.relpath(path, ROOT) if inside else path
+
+
 RESULTS = HERE / "RESULTS.md"
 BEGIN = "<!-- results_page.py: begin (generated; edit the script, not this table) -->"
 END = "<!-- results_page.py: end -->"
@@ -404,7 +413,9 @@ class Session:
         proc = subprocess.run(
             [self.args.python, "-c", f"import {module}"], capture_output=True, check=False
         )
-        note = f"`{module}` is not installed in {self.args.python} (pip install {module})"
+        note = (
+            f"`{module}` is not installed in {shown_path(self.args.python)} (pip install {module})"
+        )
         if proc.returncode != 0 and note not in self.unavailable:
             self.unavailable.append(note)
         return proc.returncode == 0
@@ -594,7 +605,13 @@ def render(raw: dict[str, Any]) -> str:
     reduced = reductions(args)
     if reduced and not args.quick:
         full = shlex.join(
-            ["python3", "benchmarks/results_page.py", "--python", args.python, *FULL_RUN]
+            [
+                "python3",
+                "benchmarks/results_page.py",
+                "--python",
+                shown_path(args.python),
+                *FULL_RUN,
+            ]
         )
         lines += [
             f"**REDUCED run ({'; '.join(reduced)}): not the measurement the targets ask for.** "

@@ -75,6 +75,12 @@ def assert_attached_cleanly(result: dict[str, Any], ended_by: str) -> None:
     assert at_line[0]["bytes"] == 3 * before["block_size"]
     run = result["stats"]["run"]
     assert run["exit"] == ended_by and not run["cut_short"]
+    # The target goes on running: no exit status, and its memory counts from the attach.
+    assert run["exit_code"] is None
+    duration = next(x for x in result["stats_text"].splitlines() if x.startswith("Duration:"))
+    assert duration.endswith(f"(exit: {ended_by})"), duration
+    assert "at the attach (the process until then, memtape)" in result["stats_text"]
+    assert "at the start" not in result["stats_text"]
     # Every report says what it cannot see, and what was there.
     attached = result["stats"]["attached"]
     assert "memory allocated before is not attributed" in attached["note"]

@@ -87,7 +87,9 @@ class AttachedCapture:
             atexit.unregister(self.finish_at_exit)
             ended: dict[str, Any] = {"exit": reason}
             try:
-                events, size = _native._stop_capture(reason, 0)
+                # No exit status: detached or timed out, the target goes on; at its
+                # exit, atexit runs before the status is known.
+                events, size = _native._stop_capture(reason, None)
                 ended |= {"events": events, "bytes": size}
             except (RuntimeError, OSError) as exc:
                 ended["error"] = str(exc)

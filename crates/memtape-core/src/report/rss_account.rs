@@ -45,6 +45,8 @@ pub struct RssAccount {
     pub recorded: u64,
     /// Anonymous and shared memory added beyond the recorded bytes and memtape's own.
     pub not_seen: u64,
+    /// The capture began by attaching to the running process (its start is the attach).
+    pub attached: bool,
 }
 
 impl RssAccount {
@@ -88,6 +90,7 @@ impl RssAccount {
             memtape_own,
             recorded,
             not_seen,
+            attached: run.attached,
         })
     }
 
@@ -102,12 +105,25 @@ impl RssAccount {
     pub fn rows(&self) -> Vec<(&'static str, &'static str, String)> {
         let mut rows = Vec::new();
         let start = human_size(self.at_start.rss);
+        let (began, at_start, during) = if self.attached {
+            (
+                "at the attach",
+                "at the attach (the process until then, memtape)",
+                "while recorded",
+            )
+        } else {
+            (
+                "at the start",
+                "at the start (the interpreter, memtape)",
+                "during the run",
+            )
+        };
         if self.peak_in_capture {
             rows.push((
                 "peak-rss",
                 "Peak RSS",
                 format!(
-                    "{}: {start} at the start (the interpreter, memtape), {} during the run",
+                    "{}: {start} {at_start}, {} {during}",
                     human_size(self.at_end.hwm),
                     human_size_diff(self.added)
                 ),
@@ -117,7 +133,7 @@ impl RssAccount {
                 "rss",
                 "RSS",
                 format!(
-                    "{start} at the start, {} at the end ({}); the process' peak, {}, came \
+                    "{start} {began}, {} at the end ({}); the process' peak, {}, came \
                      before the capture",
                     human_size(self.at_end.rss),
                     human_size_diff(self.added),
@@ -209,6 +225,29 @@ mod tests {
         assert_eq!(a.added, MIB as i64);
         assert_eq!(a.not_seen, 0);
         assert!(!a.has_gap());
+    }
+
+    #[test]
+    fn an_attached_capture_counts_from_the_attach() {
+        let attached = RunInfo {
+            attached: true,
+            ..run(reading(80, 80, 60, 20), reading(90, 90, 70, 20), 1)
+        };
+        let peak = format!("{:?}", RssAccount::of(&attached, 0, 0).unwrap().rows());
+        assert!(
+            peak.contains("80.0 MiB at the attach (the process until then, memtape), +10.0 MiB while recorded"),
+            "{peak}"
+        );
+        assert!(!peak.contains("at the start"), "{peak}");
+        let before = RunInfo {
+            attached: true,
+            ..run(reading(80, 200, 60, 20), reading(90, 200, 70, 20), 1)
+        };
+        let rows = format!("{:?}", RssAccount::of(&before, 0, 0).unwrap().rows());
+        assert!(
+            rows.contains("80.0 MiB at the attach, 90.0 MiB at the end"),
+            "{rows}"
+        );
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub struct RunInfo {
     /// The capture has no trailer: the program was killed or the disk filled up, and the
     /// report covers everything up to the last complete block.
     pub cut_short: bool,
+    /// The recording began by attaching to a running process (`memtape attach`): the
+    /// process and its memory were there before it started.
+    pub attached: bool,
     /// The capture was read around damaged blocks: what was skipped and lost (see
     /// [`super::damage_note`]); the figures are incomplete.
     pub damage: Option<String>,

@@ -37,13 +37,18 @@ pub(crate) fn _start_capture<'py>(
 }
 
 /// Finishes the capture file, noting how the program ended (`exit`: "normal",
-/// "exception" or "signal", and its exit status) in the trailer. Returns
-/// `(events, bytes written)`. Builds the trailer in Rust: nothing is allocated on the
+/// "exception" or "signal", and its exit status; None where there is none to give: an
+/// attached process goes on running) in the trailer. Returns `(events, bytes written)`. Builds the trailer in Rust: nothing is allocated on the
 /// Python heap while the capture still records.
 #[pyfunction]
-#[pyo3(signature = (exit="normal", exit_code=0))]
-pub(crate) fn _stop_capture(py: Python<'_>, exit: &str, exit_code: i64) -> PyResult<(u64, u64)> {
+#[pyo3(signature = (exit="normal", exit_code=Some(0)))]
+pub(crate) fn _stop_capture(
+    py: Python<'_>,
+    exit: &str,
+    exit_code: Option<i64>,
+) -> PyResult<(u64, u64)> {
     let exit = serde_json::Value::from(exit);
+    let exit_code = serde_json::Value::from(exit_code);
     let (slots, unknown_frees, _, _) = native_memory::counters();
     let reentered = native_memory::reentered();
     let private: Vec<serde_json::Value> = if slots > 0 {

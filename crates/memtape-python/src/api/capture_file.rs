@@ -232,6 +232,9 @@ pub(super) fn run_info(
         exit: text(&trailer, "exit"),
         exit_code: trailer.get("exit_code").and_then(serde_json::Value::as_i64),
         cut_short: !summary.complete,
+        attached: meta
+            .get("attached")
+            .is_some_and(serde_json::Value::is_object),
         damage: None,
         max_rss_bytes: trailer.get("max_rss_bytes").and_then(|v| v.as_u64()),
         rss_at_start: meta.get("rss_at_start").and_then(rss_reading),

@@ -50,7 +50,8 @@ pub trait RecordVisitor<'a> {
     /// The trailer was read: the recording ended cleanly. Whatever follows it (nothing,
     /// in a sound file) is read only to check that, so a reader following a file still
     /// being written can stop waiting for more bytes now (see
-    /// [`super::Following`]). Called by [`super::CaptureReader::visit_records`] only.
+    /// [`super::Following`]). Called by both readers, the two-thread one in order after
+    /// the last record.
     fn trailer(&mut self) {}
 
     /// A run of allocations and frees, in order: the same as [`alloc`](Self::alloc) or

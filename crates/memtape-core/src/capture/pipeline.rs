@@ -28,6 +28,7 @@ enum Break {
     Other(u32),
     BlockEnd,
     Damage,
+    Trailer,
 }
 
 /// A record that is not an allocation or a free, its borrowed parts copied into the
@@ -184,6 +185,7 @@ impl Chunk {
                 Break::Other(i) => visitor.record(self.record(&self.others[i as usize])),
                 Break::BlockEnd => visitor.block_end(),
                 Break::Damage => visitor.damage(),
+                Break::Trailer => visitor.trailer(),
             }
         }
         if from < self.events.len() {
@@ -261,6 +263,10 @@ impl<'a> RecordVisitor<'a> for ChunkSender {
 
     fn damage(&mut self) {
         self.push_break(Break::Damage);
+    }
+
+    fn trailer(&mut self) {
+        self.push_break(Break::Trailer);
     }
 }
 

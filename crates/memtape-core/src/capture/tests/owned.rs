@@ -138,11 +138,13 @@ fn write_file_with(
     }
 }
 
-/// What a visitor was handed: every record, and how many had come at each block's end.
+/// What a visitor was handed: every record, how many had come at each block's end, and
+/// how many had come when the trailer was read.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Collected {
     records: Vec<Owned>,
     block_ends: Vec<usize>,
+    trailer_at: Option<usize>,
 }
 
 impl<'a> RecordVisitor<'a> for Collected {
@@ -166,6 +168,11 @@ impl<'a> RecordVisitor<'a> for Collected {
     fn block_end(&mut self) {
         self.block_ends.push(self.records.len());
     }
+
+    fn trailer(&mut self) {
+        assert!(self.trailer_at.is_none(), "a second trailer");
+        self.trailer_at = Some(self.records.len());
+    }
 }
 
 /// Reads `bytes` whole; on error, also what was streamed before it. Checks on the way
@@ -186,6 +193,7 @@ pub(super) fn read(bytes: &[u8]) -> (Vec<Owned>, Result<ReadSummary, CaptureErro
     assert_eq!(format!("{two_result:?}"), format!("{result:?}"));
     if let Ok(summary) = &result {
         assert_eq!(one.block_ends.len() as u64, summary.blocks);
+        assert_eq!(one.trailer_at.is_some(), summary.complete);
     }
     (records, result)
 }

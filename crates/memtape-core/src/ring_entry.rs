@@ -3,8 +3,8 @@
 //!
 //! The ring is written once per event and read only when the events are listed, so its
 //! entry's size is what a kept event costs in memory, and what each event's store pulls
-//! through the caches (RESULTS section 36: half the last-level misses in simulation; no
-//! wall-time change measurable on the developers' VM). An event fits the narrow entry
+//! through the caches (benchmarks/HISTORY.md section 36: half the last-level misses in
+//! simulation; no wall-time change measurable on the developers' VM). An event fits the narrow entry
 //! when its requested size is its size, its device the host's, its stream 0, its size
 //! under 1 TiB and its thread number under 2^20: every Python-heap and native event in
 //! practice. Any other event keeps those fields in a [`Wide`] entry that the ring queues

@@ -3,7 +3,7 @@
 //!
 //! In a shared library every thread-local access is a `__tls_get_addr` call (stable Rust
 //! offers no initial-exec model, and TLS descriptors fall back to glibc's slow path for a
-//! `dlopen`ed module: RESULTS section 29). That call was about 3 % of a traced
+//! `dlopen`ed module: benchmarks/HISTORY.md section 29). That call was about 3 % of a traced
 //! allocation-heavy run's samples. A hook instead reads the thread pointer (one register
 //! or `%fs:0` load, [`super::thread_id::thread_token`]) and looks it up in a small
 //! direct-mapped table of `(token, state)` entries; a miss takes the thread-local path

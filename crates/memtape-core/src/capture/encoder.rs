@@ -263,6 +263,50 @@ mod tests {
         out
     }
 
+    /// Allocations and frees that reuse addresses (back references in both directions).
+    fn churn(encoder: &mut BlockEncoder) -> Vec<u8> {
+        for round in 0..50u64 {
+            for i in 0..20u64 {
+                encoder.alloc(0, 0x7f00_0000_0000 + i * 32, 32, (round % 7) as u32);
+            }
+            for i in 0..20u64 {
+                encoder.free(None, 0x7f00_0000_0000 + i * 32);
+            }
+        }
+        encoder.take()
+    }
+
+    #[test]
+    fn an_encoder_after_another_writes_the_same_bytes() {
+        // The second encoder starts from the table the first one left (with its stale
+        // entries): a new block, whose references are the same as a fresh table's.
+        let mut first = BlockEncoder::new();
+        let written = churn(&mut first);
+        drop(first);
+        for _ in 0..3 {
+            let mut next = BlockEncoder::new();
+            assert_eq!(churn(&mut next), written);
+        }
+        let mut expected = Vec::new();
+        for round in 0..50u64 {
+            for i in 0..20u64 {
+                expected.push(Record::Alloc {
+                    domain: 0,
+                    addr: 0x7f00_0000_0000 + i * 32,
+                    size: 32,
+                    stack: (round % 7) as u32,
+                });
+            }
+            for i in 0..20u64 {
+                expected.push(Record::Free {
+                    domain: None,
+                    addr: 0x7f00_0000_0000 + i * 32,
+                });
+            }
+        }
+        assert_eq!(decode(&written), expected);
+    }
+
     #[test]
     fn deltas_are_small_for_nearby_addresses_and_stacks() {
         let mut encoder = BlockEncoder::new();

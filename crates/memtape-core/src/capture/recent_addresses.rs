@@ -38,11 +38,13 @@ struct Entry {
 }
 
 /// Recent allocations and frees of the current block, by address.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(super) struct RecentAddresses {
-    /// An array of a known length: a masked index needs no bounds check.
-    table: Box<[Entry; SLOTS]>,
-    /// Allocation and free records written, in every block.
+    /// An array of a known length: a masked index needs no bounds check. None only once
+    /// dropped (the table goes back to [`SPARE`]).
+    table: Option<Box<[Entry; SLOTS]>>,
+    /// Allocation and free records written, in every block (of every encoder that used
+    /// the table before: see [`SPARE`]).
     allocs: u64,
     frees: u64,
     /// `allocs` and `frees` when the current block began: stamps up to these are of
@@ -51,17 +53,49 @@ pub(super) struct RecentAddresses {
     block_frees: u64,
 }
 
+/// A table an encoder dropped, with its counts: the next encoder starts from it as from
+/// a new block (its entries' stamps are all up to the counts, so none matches) instead
+/// of writing 512 KiB of zeroes, which a capture per test (the pytest plugin) paid at
+/// each test's start in page faults. Holds one table at most.
+static SPARE: std::sync::Mutex<Option<Spare>> = std::sync::Mutex::new(None);
+
+/// A table and the allocation and free counts its stamps were written with.
+type Spare = (Box<[Entry; SLOTS]>, u64, u64);
+
 impl Default for RecentAddresses {
     fn default() -> Self {
-        RecentAddresses {
-            table: vec![Entry::default(); SLOTS]
+        let spare = SPARE.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let (table, allocs, frees) = spare.unwrap_or_else(|| {
+            let table = vec![Entry::default(); SLOTS]
                 .into_boxed_slice()
                 .try_into()
-                .expect("SLOTS entries"),
-            allocs: 0,
-            frees: 0,
-            block_allocs: 0,
-            block_frees: 0,
+                .expect("SLOTS entries");
+            (table, 0, 0)
+        });
+        RecentAddresses {
+            table: Some(table),
+            allocs,
+            frees,
+            block_allocs: allocs,
+            block_frees: frees,
+        }
+    }
+}
+
+impl Clone for RecentAddresses {
+    fn clone(&self) -> Self {
+        RecentAddresses {
+            table: self.table.clone(),
+            ..*self
+        }
+    }
+}
+
+impl Drop for RecentAddresses {
+    fn drop(&mut self) {
+        if let Some(table) = self.table.take() {
+            *SPARE.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((table, self.allocs, self.frees));
         }
     }
 }
@@ -78,7 +112,7 @@ impl RecentAddresses {
     /// the same address was, if the table remembers one less than `max_back` back.
     #[inline(always)]
     pub(super) fn alloc(&mut self, addr: u64, max_back: u32) -> Option<u32> {
-        let entry = &mut self.table[slot_of(addr)];
+        let entry = &mut self.table.as_deref_mut()?[slot_of(addr)];
         let freed = entry.free;
         // The frees written after it.
         let back = self.frees - freed.stamp;
@@ -98,7 +132,7 @@ impl RecentAddresses {
     /// the same address, if the table remembers one.
     #[inline(always)]
     pub(super) fn free(&mut self, addr: u64) -> Option<u32> {
-        let entry = &mut self.table[slot_of(addr)];
+        let entry = &mut self.table.as_deref_mut()?[slot_of(addr)];
         let allocated = entry.alloc;
         let found = (allocated.addr == addr && allocated.stamp > self.block_allocs)
             .then(|| (allocated.stamp - 1 - self.block_allocs) as u32);

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from memtape_cli import memtape, ok, read_json, record, write_program
+from memtape_cli import memtape, ok, python, read_json, record, write_program
 from native_lib import NativeLibs, build, build_library
 
 PROGRAM = """
@@ -112,6 +112,33 @@ def test_untracked_rss_names_an_allocator_of_its_own(tmp_path: Path) -> None:
     page = html.read_text(encoding="utf-8")
     assert 'data-key="untracked-rss"' in page and 'data-key="private-allocators"' in page
     assert "libownalloc.so (mimalloc)" in page
+
+
+TWO_CAPTURES = """
+import ctypes, sys
+from memtape import _native
+
+def capture(path):
+    _native._start_capture(path, "{}", 0, True)
+    _native._stop_capture()
+
+capture(sys.argv[2])  # before the library is loaded
+lib = ctypes.CDLL(sys.argv[1])
+capture(sys.argv[3])  # after
+"""
+
+
+def test_an_allocator_of_its_own_loaded_between_two_captures(tmp_path: Path) -> None:
+    """The list of allocators of their own is made again once the loader loaded an
+    object: a capture after another (the pytest plugin's) names a library loaded
+    between them, and the one before does not."""
+    lib = build_library("ownalloc", tmp_path)
+    script = write_program(tmp_path / "two.py", TWO_CAPTURES)
+    before, after = tmp_path / "before.mtape", tmp_path / "after.mtape"
+    ok(python(script, lib, before, after))
+    mine = {"path": str(lib), "allocator": "mimalloc", "symbol": "mi_malloc"}
+    assert mine not in read_json("stats", before)["rss"]["private_allocators"]
+    assert mine in read_json("stats", after)["rss"]["private_allocators"]
 
 
 def test_no_allocator_of_its_own_in_an_ordinary_run(capture: Path) -> None:

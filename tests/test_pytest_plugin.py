@@ -4,6 +4,7 @@ files, with the plugin loaded through its ``pytest11`` entry point (issue 9, ite
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import textwrap
 from pathlib import Path
@@ -306,6 +307,77 @@ def test_native_memory_counts_against_limits(tmp_path: Path) -> None:
     assert f"test_native_peak at {tmp_path / 'test_generated.py'}:{line + 1}" in result.stdout
     without = pytest_run(tmp_path, source, "-v", "--memtape-no-native-heap")
     assert outcome(without, "test_native_peak") == "PASSED", describe(without)
+
+
+LINGERING_CONFTEST = """
+import pytest
+from memtape import _native
+
+def pytest_runtest_teardown(item):
+    # After the call's capture stopped: the slots that point at memtape's hooks.
+    print(f"slots after {{item.name}}: {{_native.native_counters()[0]}}")
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    print(f"slots at the end: {{_native.native_counters()[0]}}")
+"""
+
+LINGERING_TESTS = """
+import ctypes
+import pytest
+
+def load(path):
+    lib = ctypes.CDLL(path)
+    lib.na_malloc.restype = ctypes.c_void_p
+    lib.na_malloc.argtypes = [ctypes.c_size_t]
+    lib.na_free.argtypes = [ctypes.c_void_p]
+    return lib
+
+early = load({early!r})
+
+@pytest.fixture(scope="module")
+def late():
+    return load({late!r})  # loaded between two tests' captures
+
+@pytest.mark.limit_memory("4 MB")
+def test_first():
+    early.na_free(early.na_malloc(12 * 2**20))
+
+@pytest.mark.limit_memory("4 MB")
+def test_second():
+    early.na_free(early.na_malloc(12 * 2**20))
+
+@pytest.mark.limit_memory("4 MB")
+def test_loaded_between(late):
+    late.na_free(late.na_malloc(12 * 2**20))
+
+@pytest.mark.limit_memory("4 MB")
+def test_small():
+    early.na_free(early.na_malloc(2**20))
+"""
+
+
+def test_native_slots_stay_patched_between_tests(tmp_path: Path) -> None:
+    """One test's capture after another, native memory's slots stay pointed at memtape's
+    hooks between them (not patched and restored at every test) and go back when the
+    session ends; every test's native memory is still counted, a library's loaded
+    between two captures (by a fixture) included."""
+    from native_lib import build_alloc
+
+    (tmp_path / "early").mkdir()
+    (tmp_path / "late").mkdir()
+    early = build_alloc(tmp_path / "early")
+    late = build_alloc(tmp_path / "late")
+    (tmp_path / "conftest.py").write_text(LINGERING_CONFTEST.format(), encoding="utf-8")
+    source = LINGERING_TESTS.format(early=str(early), late=str(late))
+    result = pytest_run(tmp_path, source, "-v", "-s")
+    for test in ("test_first", "test_second", "test_loaded_between"):
+        assert outcome(result, test) == "FAILED", describe(result)
+        assert f"{test} at {tmp_path / 'test_generated.py'}:" in result.stdout, describe(result)
+    assert outcome(result, "test_small") == "PASSED", describe(result)
+    kept = [int(n) for n in re.findall(r"slots after test_\w+: (\d+)", result.stdout)]
+    assert len(kept) == 4 and all(n > 0 for n in kept), describe(result)
+    assert "slots at the end: 0" in result.stdout, describe(result)
 
 
 EMPTY = """

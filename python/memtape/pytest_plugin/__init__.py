@@ -21,6 +21,7 @@ from collections.abc import Generator
 
 import pytest
 
+from memtape import _native
 from memtape.cli.command_parser import whole_number
 from memtape.pytest_plugin.checks import (
     LeakLimit,
@@ -135,6 +136,7 @@ class MemtapePlugin:
         self.tests: dict[str, BodyMemory] = {}
         self.reported: list[TestMemory] = []
         self.broken: str | None = None
+        self.patched = False
 
     def _records(self, item: pytest.Item) -> bool:
         if self.broken is not None:
@@ -155,6 +157,11 @@ class MemtapePlugin:
 
     def _start(self, item: pytest.Item) -> Recording | None:
         path = os.path.join(self.dir, f"{_file_name(item.nodeid)}.call.mtape")
+        if self.native and not self.patched:
+            # One test's capture after another: native memory's slots stay pointed at the
+            # hooks between them (passing calls through) until the session ends.
+            _native._keep_native_patched(True)
+            self.patched = True
         try:
             return Recording(
                 path, item.nodeid, native=self.native, runner_files=runner_files(self.config)
@@ -248,6 +255,8 @@ class MemtapePlugin:
             terminalreporter.write_line(f"memtape could not record the tests: {self.broken}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self.patched:
+            _native._keep_native_patched(False)
         if not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -78,6 +78,15 @@ pub(crate) fn _stop_capture(
     )
 }
 
+/// _keep_native_patched(keep): while `keep`, native memory's slots stay pointed at the
+/// hooks between captures (passing every call through while nothing records), so that
+/// a capture per test neither patches nor restores them; False restores them now, unless
+/// something records native memory.
+#[pyfunction]
+pub(crate) fn _keep_native_patched(keep: bool) {
+    native_memory::linger(keep);
+}
+
 /// mark(label) -> bool: records a named moment in the running capture (for
 /// `memtape diff --from LABEL`). False when no capture is running.
 #[pyfunction]

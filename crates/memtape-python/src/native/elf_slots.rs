@@ -318,6 +318,31 @@ pub(crate) fn loaded_images() -> Vec<(usize, (usize, usize))> {
 }
 
 /// The mapped range of the main program (the first object the loader reports).
+/// The loader's counts of objects loaded and unloaded since the process began
+/// (`dlpi_adds`, `dlpi_subs`): while both stay the same, so does the list of loaded
+/// objects. None from a loader that does not count them (an older `dl_phdr_info`).
+pub(crate) fn loader_counts() -> Option<(u64, u64)> {
+    unsafe extern "C" fn first(
+        info: *mut libc::dl_phdr_info,
+        size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: `data` is the Option passed below; `info` is a live `dl_phdr_info` of
+        // `size` bytes, read only up to the fields that size covers.
+        unsafe {
+            let out = &mut *data.cast::<Option<(u64, u64)>>();
+            if size >= std::mem::offset_of!(libc::dl_phdr_info, dlpi_subs) + 8 {
+                *out = Some(((*info).dlpi_adds, (*info).dlpi_subs));
+            }
+        }
+        1 // every object carries the same counts: the first one is enough
+    }
+    let mut out: Option<(u64, u64)> = None;
+    // SAFETY: `first` only writes the Option it is given, which outlives the call.
+    unsafe { libc::dl_iterate_phdr(Some(first), std::ptr::from_mut(&mut out).cast()) };
+    out
+}
+
 pub(crate) fn main_image() -> Option<(usize, usize)> {
     loaded_images().first().map(|&(_, image)| image)
 }

@@ -43,5 +43,5 @@ pub(crate) use crate::record::native_state::{
 pub(crate) use alloc_hooks::beneath_wrapper;
 /// tracemalloc's domain for native blocks and mappings ("nat" in ASCII).
 pub(crate) use memtape_core::NATIVE_DOMAIN;
-pub(crate) use patch_control::{counters, start, stop, wanted_by_tracemalloc};
+pub(crate) use patch_control::{counters, linger, start, stop, wanted_by_tracemalloc};
 pub(crate) use private_allocators::private_allocators;

@@ -26,6 +26,25 @@ pub(crate) fn wanted_by_tracemalloc() -> bool {
 /// The slots we patched; also serialises patching against `fork()`.
 static PATCHES: SpinLock<Patches> = SpinLock::new(Patches::new());
 
+/// Set while the slots stay pointed at the hooks after the last sink stops (the pytest
+/// plugin, which records one test after another): the hooks pass every call through
+/// while [`ACTIVE`] is off, and the next start finds the slots patched already, instead
+/// of two `mprotect` calls per page of slots at each test's start and end.
+static LINGER: AtomicBool = AtomicBool::new(false);
+
+/// Whether the slots stay patched when no sink follows native memory (see [`LINGER`]).
+/// Turned off, the slots go back now unless a sink still follows native memory.
+pub(crate) fn linger(keep: bool) {
+    LINGER.store(keep, Ordering::Release);
+    if keep {
+        return;
+    }
+    let mut patches = PATCHES.lock();
+    if !ACTIVE.load(Ordering::Acquire) {
+        got_patcher::restore_all(&mut patches);
+    }
+}
+
 /// What the hooks would call: libc's functions, and what each name resolves to in the
 /// global scope. False where libc cannot be found.
 fn resolve() -> bool {
@@ -125,7 +144,9 @@ pub(crate) fn stop(sink: u8) {
     if remaining == Some(0) {
         let mut patches = PATCHES.lock();
         ACTIVE.store(false, Ordering::Release);
-        got_patcher::restore_all(&mut patches);
+        if !LINGER.load(Ordering::Acquire) {
+            got_patcher::restore_all(&mut patches);
+        }
     }
 }
 

@@ -3,6 +3,7 @@ files, with the plugin loaded through its ``pytest11`` entry point (issue 9, ite
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -10,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 from child_python import describe
+from memtape import _native
 from memtape_cli import PACKAGE_DIR, memtape, python, read_json
 
 MIB = 2**20
@@ -378,6 +380,37 @@ def test_native_slots_stay_patched_between_tests(tmp_path: Path) -> None:
     kept = [int(n) for n in re.findall(r"slots after test_\w+: (\d+)", result.stdout)]
     assert len(kept) == 4 and all(n > 0 for n in kept), describe(result)
     assert "slots at the end: 0" in result.stdout, describe(result)
+
+
+LATE_PLUGIN_TESTS = """
+import late_plugin
+
+def test_registers(request):
+    request.config.pluginmanager.register(late_plugin.Plugin(), "late")
+
+def test_after():
+    pass
+"""
+
+
+def test_a_plugin_registered_during_the_session_runs_the_next_tests(tmp_path: Path) -> None:
+    """The files that run the tests (left out below a test's own frames) are made again
+    once a plugin is registered: the captures after it name its module, the one before
+    does not."""
+    (tmp_path / "late_plugin.py").write_text("class Plugin:\n    pass\n", encoding="utf-8")
+    result = pytest_run(tmp_path, LATE_PLUGIN_TESTS, "--memtape-bin-path", "bins")
+    assert result.returncode == 0, describe(result)
+
+    def runner_files(test: str) -> list[str]:
+        path = tmp_path / "bins" / f"test_generated.py--{test}.call.mtape"
+        launcher: list[str] = json.loads(_native.analyze_capture(str(path)).metadata_json)[
+            "launcher_files"
+        ]
+        return launcher
+
+    late = str(tmp_path / "late_plugin.py")
+    assert late not in runner_files("test_registers")
+    assert late in runner_files("test_after")
 
 
 EMPTY = """

@@ -18,6 +18,7 @@ import os
 import sys
 import threading
 import unittest
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -185,7 +186,18 @@ def runner_files(config: pytest.Config) -> list[str]:
     frames now on the stack (the launcher's, pytest's, pluggy's, memtape's), pytest's,
     pluggy's, unittest's and memtape's packages, and every registered plugin's module (a
     plugin's wrapper of the test function, pytest-memray's for one). A capture leaves them
-    out of its stacks below the test's own frames."""
+    out of its stacks below the test's own frames. Made again only when the files on the
+    stack or the registered plugins changed since the last call."""
+    on_stack = []
+    frame = sys._getframe(1)
+    while frame is not None:
+        on_stack.append(frame.f_code.co_filename)
+        frame = frame.f_back  # type: ignore[assignment]
+    plugins = list(config.pluginmanager.get_plugins())
+    key = (tuple(on_stack), tuple(map(id, plugins)))
+    known = _runner_files.get(config)
+    if known is not None and known[0] == key:
+        return known[2]
     files = {
         d
         for d in (
@@ -193,13 +205,20 @@ def runner_files(config: pytest.Config) -> list[str]:
         )
         if d
     }
-    frame = sys._getframe(1)
-    while frame is not None:
-        files.add(frame.f_code.co_filename)
-        frame = frame.f_back  # type: ignore[assignment]
-    for plugin in config.pluginmanager.get_plugins():
+    files.update(on_stack)
+    for plugin in plugins:
         module = plugin if inspect.ismodule(plugin) else inspect.getmodule(type(plugin))
         file = getattr(module, "__file__", None)
         if file:
             files.add(os.path.abspath(file))
-    return sorted(files)
+    made = sorted(files)
+    # The plugins are kept with their ids, so that no id in the key is reused meanwhile.
+    _runner_files[config] = (key, plugins, made)
+    return made
+
+
+# Per pytest session: the key of the last runner_files call, the plugins its ids name,
+# and its answer.
+_runner_files: weakref.WeakKeyDictionary[
+    pytest.Config, tuple[tuple[tuple[str, ...], tuple[int, ...]], list[object], list[str]]
+] = weakref.WeakKeyDictionary()

@@ -548,6 +548,10 @@ def test_limits_are_exact_for_the_body(tmp_path: Path) -> None:
         "stats", tmp_path / "bins" / "test_generated.py--test_peak_at_limit.call.mtape"
     )
     assert stats["peak"]["blocks"] == 2 and stats["totals"]["allocs"] == 2, stats
+    # The plugin's allocations and bytes allocated are the summary's totals.
+    kept_capture = tmp_path / "bins" / "test_generated.py--test_peak_at_limit.call.mtape"
+    totals = _native.analyze_capture(str(kept_capture)).totals
+    assert totals == (stats["totals"]["allocs"], stats["totals"]["bytes_allocated"]), stats
     size = int(python("-c", "import sys; print(sys.getsizeof(bytearray(2**20)))").stdout)
     assert stats["peak"]["bytes"] == size, stats["peak"]
     top = read_json(

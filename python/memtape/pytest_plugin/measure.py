@@ -4,7 +4,6 @@ sites holding memory at the peak and at the end (what it leaked). MLX's buffers 
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 
@@ -61,11 +60,11 @@ class Recording:
         _native._stop_capture("normal", 0)
         try:
             capture = _native.analyze_capture(self.path, time_window=False)
-            summary = json.loads(capture.summary_json(0))
+            allocations, allocated = capture.totals
             return BodyMemory(
                 peak=capture.peak[0],
-                allocated=summary["totals"]["bytes_allocated"],
-                allocations=summary["totals"]["allocs"],
+                allocated=allocated,
+                allocations=allocations,
                 leaked=capture.end_bytes,
                 peak_sites=_sites(capture, "peak", sites),
                 leak_sites=_sites(capture, "end", 1_000_000),

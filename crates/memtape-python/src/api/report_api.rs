@@ -145,6 +145,14 @@ impl PyCapture {
         self.result.end_bytes
     }
 
+    /// `(allocations, bytes allocated)`: the summary's totals, without the sites that
+    /// `summary_json` works out too (the pytest plugin's per-test numbers).
+    #[getter]
+    fn totals(&self) -> (u64, u64) {
+        let t = &self.result.totals;
+        (t.allocs, t.bytes_allocated)
+    }
+
     /// Allocation and free events read.
     #[getter]
     fn events(&self) -> u64 {

@@ -70,8 +70,13 @@ pub(super) fn open(path: &Path) -> PyResult<(FileReader, Arc<AtomicU64>, u64)> {
         .map_err(|e| PyOSError::new_err(format!("cannot open {}: {e}", path.display())))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let read = Arc::new(AtomicU64::new(0));
+    // A buffer as large as the file, up to 1 MiB: a small capture's analysis (one per
+    // test under the pytest plugin) does not map and unmap a whole MiB.
+    let buffer = usize::try_from(size)
+        .unwrap_or(usize::MAX)
+        .clamp(8 << 10, 1 << 20);
     let counting = Counting {
-        inner: BufReader::with_capacity(1 << 20, file),
+        inner: BufReader::with_capacity(buffer, file),
         read: Arc::clone(&read),
     };
     let reader = CaptureReader::new(counting).map_err(|e| capture_error(path, &e))?;
@@ -146,9 +151,9 @@ where
         size,
         last: Instant::now(),
     };
-    let two_cpus = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+    let pipelined = size >= PIPELINED_FROM && two_cpus();
     let summary = py.detach(|| {
-        if two_cpus {
+        if pipelined {
             reader.visit_records_pipelined(&mut visitor)
         } else {
             reader.visit_records(&mut visitor)
@@ -156,6 +161,18 @@ where
     });
     let summary = summary.map_err(|e| capture_error(path, &e))?;
     Ok((metadata, summary))
+}
+
+/// The smallest file read on two threads: below it the second thread's start and the
+/// hand-offs cost more than the overlap saves (the pytest plugin analyses a small capture
+/// per test). Both ways give the same result.
+const PIPELINED_FROM: u64 = 1 << 20;
+
+/// Whether this process may run on more than one CPU (read once: it reads the cgroup's
+/// files each time).
+fn two_cpus() -> bool {
+    static TWO: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TWO.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1))
 }
 
 /// [`stream_into`] a closure that takes every record.

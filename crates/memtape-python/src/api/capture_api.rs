@@ -64,7 +64,8 @@ pub(crate) fn _stop_capture(
         native_memory::unwind::native_stacks::disable();
     }
     native_memory::stop(native_memory::SINK_CAPTURE);
-    let rss_at_end = process_memory::reading_json().unwrap_or_else(|| "null".to_owned());
+    let (rss_at_end, peak_rss) = process_memory::reading_json_and_peak();
+    let rss_at_end = rss_at_end.unwrap_or_else(|| "null".to_owned());
     capture_session::stop(
         py,
         &format!(
@@ -72,7 +73,7 @@ pub(crate) fn _stop_capture(
              \"rss_at_end\": {rss_at_end}, \"memtape_own_peak_bytes\": {}, \
              \"native\": {{\"patched_slots\": {slots}, \"unknown_frees\": {unknown_frees}, \
              \"missed_reentrant\": {reentered}, \"private_allocators\": {private}}}",
-            max_rss_bytes(),
+            max_rss_bytes(peak_rss),
             process_memory::own_growth_at_peak()
         ),
     )
@@ -103,8 +104,8 @@ pub(crate) fn native_counters() -> (usize, u64, u64, u64) {
 
 /// The process' peak resident set size so far, in bytes (0 if unknown): this image's
 /// (`VmHWM`) where the kernel says, else `getrusage`'s.
-fn max_rss_bytes() -> u64 {
-    if let Some(peak) = process_memory::peak_rss() {
+fn max_rss_bytes(peak_rss: Option<u64>) -> u64 {
+    if let Some(peak) = peak_rss {
         return peak;
     }
     // SAFETY: getrusage fills the struct it is given; no other precondition.

@@ -96,7 +96,16 @@ struct Status(String);
 
 impl Status {
     fn read() -> Option<Self> {
-        std::fs::read_to_string("/proc/self/status").ok().map(Self)
+        use std::io::Read;
+        // One read into room for the whole file (about 1.5 KiB): `fs::read_to_string`
+        // sizes its buffer from the file's length, which is 0 here, and read it 32 bytes,
+        // then 64, ... (eight system calls, at each capture's start and end).
+        let mut text = String::with_capacity(4096);
+        std::fs::File::open("/proc/self/status")
+            .ok()?
+            .read_to_string(&mut text)
+            .ok()?;
+        Some(Self(text))
     }
 
     /// A `Name:   123 kB` field, in bytes.
@@ -112,17 +121,24 @@ impl Status {
     }
 }
 
-/// The peak RSS of this process image (`VmHWM`): unlike `getrusage`'s `ru_maxrss`, it
-/// does not keep the peak of the process that ran before `exec` (a parent that forked
-/// this one, pytest or a shell, counted as if it were the program).
-pub(crate) fn peak_rss() -> Option<u64> {
-    Status::read()?.bytes("VmHWM:")
-}
-
 /// `{"rss", "hwm", "anon", "file", "shmem"}` in bytes from `/proc/self/status` (`VmRSS`,
 /// `VmHWM`, `RssAnon`, `RssFile`, `RssShmem`), as JSON; None where it cannot be read.
 pub(crate) fn reading_json() -> Option<String> {
-    let status = Status::read()?;
+    reading_json_of(&Status::read()?)
+}
+
+/// [`reading_json`] and the peak RSS of this process image (`VmHWM`) from one reading of
+/// `/proc/self/status` (a capture's end writes both). Unlike `getrusage`'s `ru_maxrss`,
+/// `VmHWM` does not keep the peak of the process that ran before `exec` (a parent that
+/// forked this one, pytest or a shell, counted as if it were the program).
+pub(crate) fn reading_json_and_peak() -> (Option<String>, Option<u64>) {
+    match Status::read() {
+        Some(status) => (reading_json_of(&status), status.bytes("VmHWM:")),
+        None => (None, None),
+    }
+}
+
+fn reading_json_of(status: &Status) -> Option<String> {
     let field = |name: &str| status.bytes(name);
     Some(format!(
         "{{\"rss\": {}, \"hwm\": {}, \"anon\": {}, \"file\": {}, \"shmem\": {}}}",

@@ -382,6 +382,64 @@ def test_native_slots_stay_patched_between_tests(tmp_path: Path) -> None:
     assert "slots at the end: 0" in result.stdout, describe(result)
 
 
+FORK_AND_THREAD_TESTS = """
+import ctypes, os, threading
+import pytest
+
+lib = ctypes.CDLL({lib!r})
+lib.na_malloc.restype = ctypes.c_void_p
+lib.na_malloc.argtypes = [ctypes.c_size_t]
+lib.na_free.argtypes = [ctypes.c_void_p]
+
+def fork_and_allocate():
+    pid = os.fork()
+    if pid == 0:
+        lib.na_free(lib.na_malloc(2**20))
+        os._exit(0)
+    return os.waitpid(pid, 0)[1]
+
+@pytest.fixture(scope="module")
+def forked_between():
+    return fork_and_allocate()  # between two tests' captures
+
+@pytest.mark.limit_memory("4 MB")
+def test_thread():
+    blocks = []
+    worker = threading.Thread(target=lambda: blocks.append(lib.na_malloc(12 * 2**20)))
+    worker.start()
+    worker.join()
+    lib.na_free(blocks[0])
+
+@pytest.mark.limit_memory("4 MB")
+def test_fork_inside(forked_between):
+    assert forked_between == 0
+    assert fork_and_allocate() == 0
+    lib.na_free(lib.na_malloc(12 * 2**20))
+
+@pytest.mark.limit_memory("4 MB")
+def test_after_forks():
+    lib.na_free(lib.na_malloc(12 * 2**20))
+
+@pytest.mark.limit_memory("4 MB")
+def test_small_after_forks():
+    lib.na_free(lib.na_malloc(2**20))
+"""
+
+
+def test_native_memory_across_threads_and_forks(tmp_path: Path) -> None:
+    """With native memory's slots kept patched from test to test: a thread's native
+    block counts against its test's limit, and forks (by a fixture between two tests'
+    captures, and inside a test) leave every later test measured as before."""
+    from native_lib import build_alloc
+
+    lib = build_alloc(tmp_path)
+    result = pytest_run(tmp_path, FORK_AND_THREAD_TESTS.format(lib=str(lib)), "-v")
+    for test in ("test_thread", "test_fork_inside", "test_after_forks"):
+        assert outcome(result, test) == "FAILED", (test, describe(result))
+    assert outcome(result, "test_small_after_forks") == "PASSED", describe(result)
+    assert result.stdout.count("but its peak was 12.0 MiB") == 3, describe(result)
+
+
 LATE_PLUGIN_TESTS = """
 import late_plugin
 

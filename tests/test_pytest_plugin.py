@@ -312,16 +312,28 @@ def test_native_memory_counts_against_limits(tmp_path: Path) -> None:
 
 
 LINGERING_CONFTEST = """
+import os
 import pytest
 from memtape import _native
 
+def writer_threads():
+    tids = []
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{{tid}}/comm") as f:
+            if f.read().strip() == "memtape-flusher":
+                tids.append(tid)
+    return ",".join(tids) or "none"
+
 def pytest_runtest_teardown(item):
-    # After the call's capture stopped: the slots that point at memtape's hooks.
+    # After the call's capture stopped: the slots that point at memtape's hooks, and
+    # memtape's writer threads.
     print(f"slots after {{item.name}}: {{_native.native_counters()[0]}}")
+    print(f"writer after {{item.name}}: {{writer_threads()}}")
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     print(f"slots at the end: {{_native.native_counters()[0]}}")
+    print(f"writer at the end: {{writer_threads()}}")
 """
 
 LINGERING_TESTS = """
@@ -361,9 +373,9 @@ def test_small():
 
 def test_native_slots_stay_patched_between_tests(tmp_path: Path) -> None:
     """One test's capture after another, native memory's slots stay pointed at memtape's
-    hooks between them (not patched and restored at every test) and go back when the
-    session ends; every test's native memory is still counted, a library's loaded
-    between two captures (by a fixture) included."""
+    hooks between them (not patched and restored at every test), and one writer thread
+    serves them all; both go when the session ends. Every test's native memory is still
+    counted, a library's loaded between two captures (by a fixture) included."""
     from native_lib import build_alloc
 
     (tmp_path / "early").mkdir()
@@ -380,6 +392,10 @@ def test_native_slots_stay_patched_between_tests(tmp_path: Path) -> None:
     kept = [int(n) for n in re.findall(r"slots after test_\w+: (\d+)", result.stdout)]
     assert len(kept) == 4 and all(n > 0 for n in kept), describe(result)
     assert "slots at the end: 0" in result.stdout, describe(result)
+    # One writer thread, the same for every test, and none once the session ended.
+    writers = set(re.findall(r"writer after test_\w+: (\S+)", result.stdout))
+    assert len(writers) == 1 and writers != {"none"}, describe(result)
+    assert "writer at the end: none" in result.stdout, describe(result)
 
 
 FORK_AND_THREAD_TESTS = """

@@ -105,7 +105,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?)?;
     m.add_function(wrap_pyfunction!(api::capture_api::_start_capture, m)?)?;
     m.add_function(wrap_pyfunction!(api::capture_api::_stop_capture, m)?)?;
-    m.add_function(wrap_pyfunction!(api::capture_api::_keep_native_patched, m)?)?;
+    m.add_function(wrap_pyfunction!(api::capture_api::_capture_series, m)?)?;
     m.add_function(wrap_pyfunction!(api::capture_api::mark, m)?)?;
     m.add_function(wrap_pyfunction!(api::own_work::_own_work_begin, m)?)?;
     m.add_function(wrap_pyfunction!(api::own_work::_call_as_program, m)?)?;

@@ -136,7 +136,7 @@ class MemtapePlugin:
         self.tests: dict[str, BodyMemory] = {}
         self.reported: list[TestMemory] = []
         self.broken: str | None = None
-        self.patched = False
+        self.series = False
 
     def _records(self, item: pytest.Item) -> bool:
         if self.broken is not None:
@@ -157,11 +157,12 @@ class MemtapePlugin:
 
     def _start(self, item: pytest.Item) -> Recording | None:
         path = os.path.join(self.dir, f"{_file_name(item.nodeid)}.call.mtape")
-        if self.native and not self.patched:
+        if not self.series:
             # One test's capture after another: native memory's slots stay pointed at the
-            # hooks between them (passing calls through) until the session ends.
-            _native._keep_native_patched(True)
-            self.patched = True
+            # hooks between them (passing calls through), and the writer thread waits,
+            # until the session ends.
+            _native._capture_series(True)
+            self.series = True
         try:
             return Recording(
                 path, item.nodeid, native=self.native, runner_files=runner_files(self.config)
@@ -255,8 +256,8 @@ class MemtapePlugin:
             terminalreporter.write_line(f"memtape could not record the tests: {self.broken}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        if self.patched:
-            _native._keep_native_patched(False)
+        if self.series:
+            _native._capture_series(False)
         if not self.keep:
             shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -79,13 +79,15 @@ pub(crate) fn _stop_capture(
     )
 }
 
-/// _keep_native_patched(keep): while `keep`, native memory's slots stay pointed at the
-/// hooks between captures (passing every call through while nothing records), so that
-/// a capture per test neither patches nor restores them; False restores them now, unless
-/// something records native memory.
+/// _capture_series(on): while on, one capture follows another (the pytest plugin's, a
+/// test after another): native memory's slots stay pointed at the hooks between them
+/// (passing every call through while nothing records) and the writer thread waits for
+/// the next capture, instead of both being set up and taken down at each. Off: the slots
+/// are restored and the thread ends, now or when the running capture stops.
 #[pyfunction]
-pub(crate) fn _keep_native_patched(keep: bool) {
-    native_memory::linger(keep);
+pub(crate) fn _capture_series(py: Python<'_>, on: bool) {
+    capture_session::keep_writer_thread(py, on);
+    native_memory::linger(on);
 }
 
 /// mark(label) -> bool: records a named moment in the running capture (for

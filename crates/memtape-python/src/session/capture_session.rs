@@ -4,7 +4,8 @@
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -32,12 +33,38 @@ const BLOCK_TARGET: usize = 1024 * 1024;
 
 type FileWriter = JournalWriter<BufWriter<File>>;
 
-struct Flusher {
-    handle: JoinHandle<std::io::Result<FileWriter>>,
+/// The running capture's writer thread.
+enum Flusher {
+    /// A thread of the capture's own, joined at stop.
+    Own {
+        handle: JoinHandle<std::io::Result<FileWriter>>,
+        pid: u32,
+    },
+    /// The kept thread ([`WORKER`]), which hands the writer back at stop.
+    Kept { pid: u32 },
+}
+
+impl Flusher {
+    fn pid(&self) -> u32 {
+        match self {
+            Flusher::Own { pid, .. } | Flusher::Kept { pid } => *pid,
+        }
+    }
+}
+
+/// A writer thread kept from one capture to the next while [`KEEP_WORKER`] is set (the
+/// pytest plugin's capture per test), instead of a thread started and joined for each
+/// capture: it takes each capture's writer from `jobs` and hands it back on `done`.
+struct Worker {
+    jobs: Sender<FileWriter>,
+    done: Receiver<std::io::Result<FileWriter>>,
+    handle: JoinHandle<()>,
     pid: u32,
 }
 
 static FLUSHER: Mutex<Option<Flusher>> = Mutex::new(None);
+static WORKER: Mutex<Option<Worker>> = Mutex::new(None);
+static KEEP_WORKER: AtomicBool = AtomicBool::new(false);
 static FAILURE: Mutex<Option<String>> = Mutex::new(None);
 static CAPTURE_PID: AtomicU32 = AtomicU32::new(0);
 
@@ -143,25 +170,121 @@ pub(crate) fn start(
         let mut f = wake().flag.lock().unwrap_or_else(|e| e.into_inner());
         *f = (false, false);
     }
-    let wake = Arc::clone(wake());
-    // Native tracing may start right after this: the writer thread's own start-up
-    // allocations are over by then (else they would be a stackless native block of the
-    // program's), and whatever it allocates later is memtape's (Untraced). Should it end
-    // early, it is joined, and its failure reported, at stop.
-    let handle = spawn_own_thread("memtape-flusher", HookMode::Untraced, move || {
-        flusher_loop(writer, wake)
-    })
-    .map_err(|e| PyOSError::new_err(format!("cannot start the capture writer thread: {e}")))?;
-    CAPTURE_PID.store(std::process::id(), Ordering::Release);
-    *FLUSHER.lock().unwrap_or_else(|e| e.into_inner()) = Some(Flusher {
-        handle,
-        pid: std::process::id(),
-    });
+    let pid = std::process::id();
+    let flusher = if KEEP_WORKER.load(Ordering::Acquire) {
+        hand_to_worker(writer)?;
+        Flusher::Kept { pid }
+    } else {
+        let wake = Arc::clone(wake());
+        // Native tracing may start right after this: the writer thread's own start-up
+        // allocations are over by then (else they would be a stackless native block of
+        // the program's), and whatever it allocates later is memtape's (Untraced). Should
+        // it end early, it is joined, and its failure reported, at stop.
+        let handle = spawn_own_thread("memtape-flusher", HookMode::Untraced, move || {
+            flusher_loop(writer, wake)
+        })
+        .map_err(writer_thread_error)?;
+        Flusher::Own { handle, pid }
+    };
+    CAPTURE_PID.store(pid, Ordering::Release);
+    *FLUSHER.lock().unwrap_or_else(|e| e.into_inner()) = Some(flusher);
     numpy_handler::sync(py, true);
     hooks::install(py);
     with_recorder(|rec| rec.capture = Some(CaptureSink::new(min_size)));
     recorder::publish();
     Ok(())
+}
+
+fn writer_thread_error(e: std::io::Error) -> PyErr {
+    PyOSError::new_err(format!("cannot start the capture writer thread: {e}"))
+}
+
+/// Hands `writer` to the kept writer thread, started first if this process has none (a
+/// forked child's parent had it).
+fn hand_to_worker(writer: FileWriter) -> PyResult<()> {
+    let mut worker = WORKER.lock().unwrap_or_else(|e| e.into_inner());
+    if worker.as_ref().is_some_and(|w| w.pid != std::process::id()) {
+        std::mem::forget(worker.take());
+    }
+    let running = match worker.take() {
+        Some(running) => running,
+        None => {
+            let (jobs, taken) = channel::<FileWriter>();
+            let (finished, done) = channel();
+            let wake = Arc::clone(wake());
+            // As for a capture's own thread: started before native tracing, Untraced.
+            let handle = spawn_own_thread("memtape-flusher", HookMode::Untraced, move || {
+                while let Ok(writer) = taken.recv() {
+                    if finished
+                        .send(flusher_loop(writer, Arc::clone(&wake)))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            })
+            .map_err(writer_thread_error)?;
+            Worker {
+                jobs,
+                done,
+                handle,
+                pid: std::process::id(),
+            }
+        }
+    };
+    // The thread waits for `jobs` as long as `running` holds its sender.
+    running
+        .jobs
+        .send(writer)
+        .map_err(|_| PyRuntimeError::new_err("the capture writer thread failed"))?;
+    *worker = Some(running);
+    Ok(())
+}
+
+/// keep(on): while on, the captures that start keep their writer thread for the next
+/// one (see [`Worker`]); turned off, the kept thread ends, now or when the running
+/// capture stops.
+pub(crate) fn keep_writer_thread(py: Python<'_>, on: bool) {
+    KEEP_WORKER.store(on, Ordering::Release);
+    let busy = FLUSHER
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .is_some_and(|f| matches!(f, Flusher::Kept { .. }));
+    if !on && !busy {
+        end_worker(py);
+    }
+}
+
+/// Ends the kept writer thread, which waits for no capture now.
+fn end_worker(py: Python<'_>) {
+    let worker = WORKER.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(worker) = worker {
+        end(py, worker);
+    }
+}
+
+fn end(py: Python<'_>, worker: Worker) {
+    if worker.pid != std::process::id() {
+        std::mem::forget(worker); // the parent's: no such thread here
+        return;
+    }
+    drop(worker.jobs); // its loop ends
+    let _ = py.detach(|| worker.handle.join());
+}
+
+/// After a capture's stop: `worker` waits for the next capture while threads are kept
+/// and no other took its place meanwhile (a capture started by another thread while
+/// this one waited); it ends otherwise.
+fn keep_or_end(py: Python<'_>, worker: Worker) {
+    if KEEP_WORKER.load(Ordering::Acquire) {
+        let mut kept = WORKER.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.is_none() {
+            *kept = Some(worker);
+            return;
+        }
+    }
+    end(py, worker);
 }
 
 /// Adds a marker to the capture (for diffs between moments).
@@ -195,7 +318,7 @@ pub(crate) fn stop(py: Python<'_>, trailer_fields: &str) -> PyResult<(u64, u64)>
     let Some(flusher) = flusher else {
         return Err(PyRuntimeError::new_err("no capture is being recorded"));
     };
-    if flusher.pid != std::process::id() {
+    if flusher.pid() != std::process::id() {
         return Err(PyRuntimeError::new_err(
             "the capture belongs to the parent process",
         ));
@@ -205,7 +328,28 @@ pub(crate) fn stop(py: Python<'_>, trailer_fields: &str) -> PyResult<(u64, u64)>
         *f = (true, true);
         wake().cond.notify_one();
     }
-    let joined = py.detach(|| flusher.handle.join());
+    let joined = match flusher {
+        Flusher::Own { handle, .. } => py.detach(|| handle.join()),
+        Flusher::Kept { .. } => {
+            // Taken out while waiting, so that no lock is held meanwhile (a fork then
+            // would leave it locked in the child).
+            let worker = WORKER.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let handed_back = worker.map(|w| {
+                let (w, result) = py.detach(move || {
+                    let result = w.done.recv();
+                    (w, result)
+                });
+                keep_or_end(py, w);
+                result
+            });
+            match handed_back {
+                Some(Ok(result)) => Ok(result),
+                _ => {
+                    Err(Box::new("the kept writer thread is gone") as Box<dyn std::any::Any + Send>)
+                }
+            }
+        }
+    };
     let mut writer = match joined {
         Ok(Ok(writer)) => writer,
         Ok(Err(e)) => {
@@ -243,9 +387,17 @@ pub(crate) fn forget_in_child(rec: &mut recorder::Recorder) {
     if let Ok(mut flusher) = FLUSHER.try_lock() {
         if flusher
             .as_ref()
-            .is_some_and(|f| f.pid != std::process::id())
+            .is_some_and(|f| f.pid() != std::process::id())
         {
             std::mem::forget(flusher.take());
+        }
+    }
+    // So is WORKER (stop waits on it with the GIL released, but then no fork can happen
+    // in the thread that holds it; another thread's fork finds it locked and leaves it:
+    // the next start sees the parent's pid and forgets it then).
+    if let Ok(mut worker) = WORKER.try_lock() {
+        if worker.as_ref().is_some_and(|w| w.pid != std::process::id()) {
+            std::mem::forget(worker.take());
         }
     }
 }

@@ -26,11 +26,27 @@ pub const ZSTD_LEVEL: i32 = 1;
 /// Give it an unbuffered `File` or a `BufWriter`: both work, the flush makes them equal.
 pub struct CaptureFileWriter<W: Write> {
     out: W,
+    level: i32,
     compressor: zstd::bulk::Compressor<'static>,
     compressed: Vec<u8>,
     frame: Vec<u8>,
     bytes_written: u64,
     failed: bool,
+}
+
+/// The compressor of the last writer that finished, with its level: the next writer at
+/// that level takes it instead of setting up a zstd context again (a capture per test,
+/// under the pytest plugin, did at each test). Each block is a frame of its own, which
+/// the compressor starts afresh: the bytes are the same either way.
+static SPARE: std::sync::Mutex<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+    std::sync::Mutex::new(None);
+
+fn compressor(level: i32) -> io::Result<zstd::bulk::Compressor<'static>> {
+    let spare = SPARE.lock().unwrap_or_else(|e| e.into_inner()).take();
+    match spare {
+        Some((spare_level, compressor)) if spare_level == level => Ok(compressor),
+        _ => zstd::bulk::Compressor::new(level),
+    }
 }
 
 impl<W: Write> CaptureFileWriter<W> {
@@ -54,7 +70,8 @@ impl<W: Write> CaptureFileWriter<W> {
             })?;
         let mut writer = Self {
             out,
-            compressor: zstd::bulk::Compressor::new(level)?,
+            level,
+            compressor: compressor(level)?,
             compressed: Vec::new(),
             frame: Vec::with_capacity(16 + metadata.len() + 4),
             bytes_written: 0,
@@ -148,6 +165,7 @@ impl<W: Write> CaptureFileWriter<W> {
             len,
         );
         self.emit_frame()?;
+        *SPARE.lock().unwrap_or_else(|e| e.into_inner()) = Some((self.level, self.compressor));
         Ok(self.out)
     }
 
@@ -232,6 +250,25 @@ mod tests {
             &crc32fast::hash(b"{\"events\": 0}").to_le_bytes()
         );
         assert_eq!(&block[20..], b"{\"events\": 0}");
+    }
+
+    #[test]
+    fn a_writer_after_another_writes_the_same_bytes() {
+        // The second writer compresses with the compressor the first one left.
+        let raw: Vec<u8> = (0..200_000u32)
+            .map(|i| (i % 251) as u8 ^ (i / 997) as u8)
+            .collect();
+        let write = || {
+            let mut writer = CaptureFileWriter::new(Vec::new(), "{}").unwrap();
+            writer.write_block(&raw).unwrap();
+            writer.write_block(&raw[..70_000]).unwrap();
+            writer.finish("{}").unwrap()
+        };
+        let first = write();
+        assert!(first.len() < raw.len(), "the blocks were compressed");
+        for _ in 0..3 {
+            assert_eq!(write(), first);
+        }
     }
 
     #[test]

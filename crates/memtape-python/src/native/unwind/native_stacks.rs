@@ -30,6 +30,7 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use framehop::{FrameAddress, UnwindRegsNative, Unwinder};
 use framehop::{Module, MustNotAllocateDuringUnwind, UnwinderNative};
@@ -104,9 +105,16 @@ pub(crate) fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
-/// A recording starts capturing native stacks; the first builds the unwinder. Call with
-/// the GIL held, from ordinary code (it allocates).
+/// Held while native stacks start or stop: a recording that starts while another is
+/// still building the unwinder waits for it, instead of finding itself counted and
+/// capturing nothing until the unwinder is published (the GIL orders these calls on
+/// CPython's default build; not on a free-threaded one, nor in this crate's tests).
+static STARTING: Mutex<()> = Mutex::new(());
+
+/// A recording starts capturing native stacks; the first builds the unwinder. Call from
+/// ordinary code (it allocates).
 pub(crate) fn enable() {
+    let _one_at_a_time = STARTING.lock().unwrap_or_else(|e| e.into_inner());
     if USERS.fetch_add(1, Ordering::AcqRel) == 0 {
         hook_mode::untraced(|| {
             fill_caches();
@@ -119,6 +127,7 @@ pub(crate) fn enable() {
 
 /// A recording stops capturing native stacks.
 pub(crate) fn disable() {
+    let _one_at_a_time = STARTING.lock().unwrap_or_else(|e| e.into_inner());
     let left = USERS.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     if left == Ok(1) {
         ENABLED.store(false, Ordering::Release);

@@ -1,9 +1,11 @@
 //! Where a loaded object's unwind tables are, as the unwinder reads them in place: its
-//! text, `.eh_frame_hdr` and `.eh_frame`.
+//! text, `.eh_frame_hdr` and `.eh_frame` (a copy of `.eh_frame` where its CFI says where
+//! return addresses are signed, `pointer_auth_cfi`).
 
 use framehop::ExplicitModuleSectionInfo;
 
 use super::loaded_modules::LoadedModule;
+use super::pointer_auth_cfi::readable_eh_frame;
 
 /// Memory of the process itself, read in place.
 pub(super) type Data = &'static [u8];
@@ -49,7 +51,8 @@ pub(super) fn section_info(m: &LoadedModule) -> ExplicitModuleSectionInfo<Data> 
     info.eh_frame_hdr = Some(hdr_bytes);
     info.eh_frame_svma = Some(eh_frame..eh_segment.1);
     // SAFETY: `.eh_frame` runs at most to the end of the segment holding it.
-    info.eh_frame = Some(unsafe { mapped(m, eh_frame, eh_segment.1 - eh_frame) });
+    let eh_frame_bytes = unsafe { mapped(m, eh_frame, eh_segment.1 - eh_frame) };
+    info.eh_frame = Some(readable_eh_frame(eh_frame_bytes));
     info
 }
 

@@ -82,22 +82,26 @@ thread = threading.Thread(target=worker)
 lib.sa_warm()
 thread.start()
 assert warmed.wait(30)
-assert lib.sa_start(100) == 0
-signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)
-rounds, deadline = 0, time.monotonic() + 4
-while rounds < 30 or (lib.sa_handled() < 300 and time.monotonic() < deadline):
-    rounds += 1
+# Whatever happens here, the worker and the timer stop: an error fails the run with its
+# traceback instead of leaving the worker (not a daemon) to keep the process alive.
+try:
+    assert lib.sa_start(100) == 0
+    signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)
+    rounds, deadline = 0, time.monotonic() + 4
+    while rounds < 30 or (lib.sa_handled() < 300 and time.monotonic() < deadline):
+        rounds += 1
+        memtape.record_memory_events(max_entries=1_000_000, sources=("python", "native"))
+        lib.sa_churn(300, 2048)
+        words = [str(i) * 3 for i in range(2000)]
+        memtape.record_memory_events(False)
+        lib.sa_churn(300, 2048)
     memtape.record_memory_events(max_entries=1_000_000, sources=("python", "native"))
-    lib.sa_churn(300, 2048)
-    words = [str(i) * 3 for i in range(2000)]
-    memtape.record_memory_events(False)
-    lib.sa_churn(300, 2048)
-memtape.record_memory_events(max_entries=1_000_000, sources=("python", "native"))
-held = [lib.sa_malloc({HELD_SIZE}) for _ in range({HELD})]  # @tm:held
-lib.sa_free(lib.sa_malloc({HELD_SIZE}))
-stop.set()
-thread.join()
-signal.setitimer(signal.ITIMER_REAL, 0, 0)
+    held = [lib.sa_malloc({HELD_SIZE}) for _ in range({HELD})]  # @tm:held
+    lib.sa_free(lib.sa_malloc({HELD_SIZE}))
+finally:
+    signal.setitimer(signal.ITIMER_REAL, 0, 0)
+    stop.set()
+    thread.join()
 handled = lib.sa_stop()
 events = [e for e in memtape.get_memory_events() if e["device"] == -2]
 memtape.record_memory_events(False)

@@ -38,6 +38,12 @@ churn="20 rounds of 100,000 lists through the RAW hooks and libc's allocator tak
 160 s emulated, past the test's 60 s limit (the malloc case passed here with the limit \
 raised to 900 s)"
 ARM64_LEFT_OUT=(
+  "tests/test_native_signals.py::test_signal_handlers_allocate_under_memtape_run[native-stacks] \
+its Python SIGALRM handler, fired every 0.5 ms, takes 0.36 ms (median; 0.46-0.75 ms at the \
+90th percentile) emulated under memtape run --native, against 2-15 us natively, so CPython \
+runs it nested in itself until RecursionError (as it does natively, without memtape, to any \
+handler slower than its timer); neither qemu's signal delivery nor a lock is at fault: with \
+a 5 ms timer the same test passes here in 25 s"
   "tests/test_native_alloc.py::test_python_heap_churn_is_never_a_native_free[malloc] $churn"
   "tests/test_native_alloc.py::test_python_heap_churn_is_never_a_native_free[pymalloc_debug] $churn"
   "tests/test_native_alloc.py::test_python_heap_churn_is_never_a_native_free[malloc_debug] $churn"

@@ -12,6 +12,9 @@
 //!   native-allocation patcher rewrites.
 //! - [`unwind_registers`]: the calling function's instruction address and framehop's
 //!   register set there, where native stacks are unwound from.
+//! - [`SIGNED_RETURN_ADDRESSES`]: whether code may sign its return addresses (pointer
+//!   authentication), so that its `.eh_frame` holds opcodes framehop cannot parse and
+//!   the unwinder reads a copy without them (`native/unwind/pointer_auth_cfi.rs`).
 //! - [`cycle_counter`], [`cycle_counter_keeps_time`]: a per-CPU counter the event clock
 //!   may tick with, where the kernel keeps time with it.
 //! - [`getter_code`]: decoding CPython's current-thread-state getter into the word it
@@ -27,6 +30,7 @@ mod x86_64;
 pub(crate) use x86_64::{
     cycle_counter, cycle_counter_keeps_time, dlopen_entry::dlopen_trampolines, getter_code,
     prefetch_read, prefetch_write, thread_pointer, unwind_registers, R_GLOB_DAT, R_JUMP_SLOT,
+    SIGNED_RETURN_ADDRESSES,
 };
 
 #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
@@ -35,6 +39,7 @@ mod aarch64;
 pub(crate) use aarch64::{
     cycle_counter, cycle_counter_keeps_time, dlopen_entry::dlopen_trampolines, getter_code,
     prefetch_read, prefetch_write, thread_pointer, unwind_registers, R_GLOB_DAT, R_JUMP_SLOT,
+    SIGNED_RETURN_ADDRESSES,
 };
 
 // aarch64's getter decoding is plain word reading: its tests run on every host.

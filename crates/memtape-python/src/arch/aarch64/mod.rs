@@ -11,6 +11,10 @@ pub(crate) const R_GLOB_DAT: u32 = 1025;
 /// `R_AARCH64_JUMP_SLOT`: a PLT's GOT entry.
 pub(crate) const R_JUMP_SLOT: u32 = 1026;
 
+/// Code built with `-mbranch-protection` (distributions' arm64 builds) signs its return
+/// addresses, and its CFI says where (`native/unwind/pointer_auth_cfi.rs`).
+pub(crate) const SIGNED_RETURN_ADDRESSES: bool = true;
+
 /// The calling thread's thread pointer: non-zero, and unique among the live threads.
 #[inline(always)]
 pub(crate) fn thread_pointer() -> usize {

@@ -10,6 +10,9 @@ pub(crate) const R_GLOB_DAT: u32 = 6;
 /// `R_X86_64_JUMP_SLOT`: a PLT's GOT entry.
 pub(crate) const R_JUMP_SLOT: u32 = 7;
 
+/// x86-64 code signs no return address: its CFI is read as it is.
+pub(crate) const SIGNED_RETURN_ADDRESSES: bool = false;
+
 /// The calling thread's thread pointer: non-zero, and unique among the live threads.
 #[inline(always)]
 pub(crate) fn thread_pointer() -> usize {

@@ -1,11 +1,12 @@
 //! Where a loaded object's unwind tables are, as the unwinder reads them in place: its
-//! text, `.eh_frame_hdr` and `.eh_frame` (a copy of `.eh_frame` where its CFI says where
-//! return addresses are signed, `pointer_auth_cfi`).
+//! text, `.eh_frame_hdr` and `.eh_frame` (on a target whose code signs return addresses, a
+//! copy of `.eh_frame` where its CFI says where, `pointer_auth_cfi`).
 
 use framehop::ExplicitModuleSectionInfo;
 
 use super::loaded_modules::LoadedModule;
 use super::pointer_auth_cfi::readable_eh_frame;
+use crate::arch::SIGNED_RETURN_ADDRESSES;
 
 /// Memory of the process itself, read in place.
 pub(super) type Data = &'static [u8];
@@ -52,7 +53,11 @@ pub(super) fn section_info(m: &LoadedModule) -> ExplicitModuleSectionInfo<Data> 
     info.eh_frame_svma = Some(eh_frame..eh_segment.1);
     // SAFETY: `.eh_frame` runs at most to the end of the segment holding it.
     let eh_frame_bytes = unsafe { mapped(m, eh_frame, eh_segment.1 - eh_frame) };
-    info.eh_frame = Some(readable_eh_frame(eh_frame_bytes));
+    info.eh_frame = Some(if SIGNED_RETURN_ADDRESSES {
+        readable_eh_frame(eh_frame_bytes)
+    } else {
+        eh_frame_bytes
+    });
     info
 }
 

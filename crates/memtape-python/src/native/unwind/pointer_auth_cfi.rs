@@ -16,7 +16,8 @@
 //! `DW_CFA_nop` (the same length: every offset, and `.eh_frame_hdr`'s table, stay right).
 //! Only opcodes at instruction boundaries are replaced (an operand byte may equal the
 //! opcode); an entry that holds anything this walker does not know is left as it is from
-//! there on. A `.eh_frame` without the opcodes (every x86-64 one) is read in place.
+//! there on. A `.eh_frame` without the opcodes is read in place; on x86-64, where code
+//! signs no return address, none is scanned (`crate::arch::SIGNED_RETURN_ADDRESSES`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -269,19 +269,23 @@ impl ThreadCapture {
         }
         let mut count = self.chain.last().map_or(0, |c| c.included);
         for f in self.fresh.iter().rev() {
-            // The walk reached `f` from its caller, the entry before it (or none).
-            debug_assert_eq!(f.caller, self.chain.last().map_or(0, |c| c.addr));
+            // The walk reached `f` from its caller, the entry before it (or the stop).
+            debug_assert_eq!(
+                f.caller,
+                self.chain.last().map_or(self.chain_stop, |c| c.addr)
+            );
             count += f.included;
             self.chain.push(f.counted(count));
         }
         debug_assert!(count as usize <= self.frames.len());
         // `frames` now holds the whole stack; the chain describes the innermost frame's
         // callers when it ends at that frame's caller.
-        // (An empty chain describes the callers of a frame that has none.)
+        // (An empty chain describes the callers of a frame whose caller is the stop.)
+        let stop = self.chain_stop;
         self.last_innermost = self
             .outcome
             .innermost
-            .filter(|f| self.chain.last().map_or(0, |c| c.addr) == f.caller);
+            .filter(|f| self.chain.last().map_or(stop, |c| c.addr) == f.caller);
     }
 
     fn last_id(&self, rec: &Recorder) -> StackId {
@@ -345,11 +349,13 @@ pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState)
                     cap.last_innermost = None;
                 }
                 cap.found = frames::Innermost::Changed;
+                let stop = cap.take_stop();
                 if let Some(last) = cap.last_innermost {
                     // SAFETY: as for `frames::walk` below; `last` was read by this
                     // thread's last complete walk, whose code objects are referenced in
-                    // the current generation (checked just above) like the chain's.
-                    let found = unsafe { frames::innermost_state(tstate, last, &cap.chain) };
+                    // the current generation (checked just above) like the chain's, with
+                    // the same stop (`take_stop`).
+                    let found = unsafe { frames::innermost_state(tstate, last, &cap.chain, stop) };
                     if !matches!(found, frames::Innermost::Changed) {
                         // Interned by `intern_repeat`, or, should the ids turn out stale,
                         // as walked (`walked_from_repeat`).
@@ -374,6 +380,7 @@ pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState)
                         &cap.frames,
                         &cap.chain,
                         &mut cap.fresh,
+                        stop,
                     )
                 };
                 true

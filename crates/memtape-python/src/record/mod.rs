@@ -13,3 +13,4 @@ pub(crate) mod op_context;
 pub(crate) mod recorder;
 pub(crate) mod repeat_alloc;
 pub(crate) mod spin_lock;
+pub(crate) mod stack_floor;

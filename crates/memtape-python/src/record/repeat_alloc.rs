@@ -39,10 +39,12 @@ fn repeated(cap: &ThreadCapture, tstate: *mut ffi::PyThreadState) -> Option<fram
     if cap.generation != GENERATION.load(Ordering::Acquire) {
         return None;
     }
+    // Walked with the stop in effect now.
+    let stop = cap.chain_stop_in_effect()?;
     // SAFETY: `tstate` is this thread's state with the GIL held (caller), or null; `last`
     // and the chain come from this thread's last complete walk, whose code objects are
     // referenced in the current generation (checked just above), as `walk` requires.
-    match unsafe { frames::innermost_state(tstate, last, &cap.chain) } {
+    match unsafe { frames::innermost_state(tstate, last, &cap.chain, stop) } {
         frames::Innermost::Changed => None,
         found => Some(found),
     }

@@ -104,6 +104,13 @@ pub(crate) struct ThreadCapture {
     pub(crate) prev_native_len: usize,
     pub(crate) prev_native_base: StackId,
     pub(crate) prev_native_generation: u64,
+    /// Where the thread's walks stop while it runs a call whose stacks start at its
+    /// caller's frame (see [`crate::record::stack_floor`]): the address of that frame's
+    /// caller, 0 for none.
+    pub(crate) floor: usize,
+    /// The stop the last walk was made with, which `chain` and `last_innermost` describe
+    /// (0: the whole stack).
+    pub(crate) chain_stop: usize,
 }
 
 impl ThreadCapture {
@@ -133,7 +140,46 @@ impl ThreadCapture {
         prev_native_len: 0,
         prev_native_base: EMPTY_STACK,
         prev_native_generation: u64::MAX,
+        floor: 0,
+        chain_stop: 0,
     };
+
+    /// The stop the thread's walk is made with now: its floor while the floor is honoured,
+    /// else 0.
+    #[inline]
+    pub(crate) fn stop_now(&self) -> usize {
+        if self.floor != 0 && crate::record::stack_floor::honoured() {
+            self.floor
+        } else {
+            0
+        }
+    }
+
+    /// The stop for this walk, with `chain` and `last_innermost` forgotten when they
+    /// were walked with another one. Without a floor, one test.
+    #[inline(always)]
+    pub(crate) fn take_stop(&mut self) -> usize {
+        if self.floor | self.chain_stop == 0 {
+            return 0;
+        }
+        let stop = self.stop_now();
+        if stop != self.chain_stop {
+            self.chain.clear();
+            self.last_innermost = None;
+            self.chain_stop = stop;
+        }
+        stop
+    }
+
+    /// The stop `chain` and `last_innermost` were walked with, when it is still the one
+    /// in effect; `None` when a walk must start over. Without a floor, one test.
+    #[inline(always)]
+    pub(crate) fn chain_stop_in_effect(&self) -> Option<usize> {
+        if self.floor | self.chain_stop == 0 {
+            return Some(0);
+        }
+        (self.stop_now() == self.chain_stop).then_some(self.chain_stop)
+    }
 }
 
 #[cfg(test)]

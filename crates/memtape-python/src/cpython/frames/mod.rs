@@ -125,7 +125,7 @@ pub(crate) fn init(py: Python<'_>) -> Result<(), String> {
     let mut walked = Vec::new();
     // SAFETY: this thread's own thread state with the GIL held; no chain of earlier walks
     // is given, so no code object of one needs to be alive.
-    unsafe { walk(tstate, &mut walked, &[], &[], &mut Vec::new()) };
+    unsafe { walk(tstate, &mut walked, &[], &[], &mut Vec::new(), 0) };
     layout_check::same_stack(&walked, &shown)
 }
 
@@ -260,7 +260,7 @@ unsafe fn chain_unchanged(l: &FrameLayout, chain: &[ChainFrame], p: usize) -> bo
     // serves twice (one load fewer per frame).
     let mut rest = chain;
     while let [outer @ .., d, c, b, a] = rest {
-        debug_assert_eq!(d.caller, outer.last().map_or(0, |e| e.addr));
+        debug_assert!(outer.last().map_or(true, |e| e.addr == d.caller));
         if !(same(a.addr, a.instr, b.addr)
             && same(b.addr, b.instr, c.addr)
             && same(c.addr, c.instr, d.addr)
@@ -287,6 +287,9 @@ unsafe fn chain_unchanged(l: &FrameLayout, chain: &[ChainFrame], p: usize) -> bo
 /// whether it is the same activation or a new one its caller made from the same call
 /// site, a walk would read the same callers and this frame as it is now.
 ///
+/// `stop` is the stop the last walk was made with (see [`walk`]): the chain's outermost
+/// entry has it as its caller.
+///
 /// # Safety
 /// As for [`walk`] (`tstate` may be null: [`Innermost::Changed`]), with `chain` and the
 /// code objects of `last` under the same guarantee as the chain's.
@@ -295,6 +298,7 @@ pub(crate) unsafe fn innermost_state(
     tstate: *mut ffi::PyThreadState,
     last: InnermostFrame,
     chain: &[ChainFrame],
+    stop: usize,
 ) -> Innermost {
     let Some(l) = layout().filter(|_| !tstate.is_null()) else {
         return Innermost::Changed;
@@ -313,11 +317,12 @@ pub(crate) unsafe fn innermost_state(
         if caller != last.caller {
             return Innermost::Changed;
         }
-        // The frames behind it: none when it has no caller (3.11's module frame: its
-        // `previous` is null), else the chain, which ends at its caller.
+        // The frames behind it: none when its caller is where walks stop (no caller, as
+        // 3.11's module frame, whose `previous` is null, or the stack's floor), else the
+        // chain, which ends at its caller.
         let behind_unchanged = match chain.len().checked_sub(1) {
             Some(p) => chain[p].addr == caller && chain_unchanged(l, chain, p),
-            None => caller == 0,
+            None => caller == stop,
         };
         if !behind_unchanged {
             return Innermost::Changed;
@@ -354,6 +359,26 @@ unsafe fn innermost_frame(l: &FrameLayout, tstate: *mut ffi::PyThreadState) -> *
             return std::ptr::null();
         }
         read(holder, l.current_frame)
+    }
+}
+
+/// The address of the caller of `tstate`'s innermost frame: where a walk made while that
+/// frame is suspended in a call stops to keep that frame and the frames it called
+/// (see [`walk`]'s `stop`). 0 when there is no such frame or it has no caller.
+///
+/// # Safety
+/// As for [`walk`].
+pub(crate) unsafe fn innermost_caller(tstate: *mut ffi::PyThreadState) -> usize {
+    let Some(l) = layout().filter(|_| !tstate.is_null()) else {
+        return 0;
+    };
+    // SAFETY: as in `walk`: a live thread state of this thread and its frame chain.
+    unsafe {
+        let frame = innermost_frame(l, tstate);
+        if frame.is_null() {
+            return 0;
+        }
+        read(frame, l.frame_previous)
     }
 }
 
@@ -458,7 +483,9 @@ pub(crate) unsafe fn walk_activations(
     }
 }
 
-/// Appends the complete frames of `tstate`'s Python stack to `out`, innermost first.
+/// Appends the complete frames of `tstate`'s Python stack to `out`, innermost first,
+/// up to the physical frame at address `stop` (left out with every frame outside it; 0:
+/// the whole stack). A stop not on the chain is never met: the whole stack is walked.
 ///
 /// `chain` is the physical chain of the last walk (outermost first, see [`ChainFrame`]);
 /// when the walk reaches one of its frames and everything from there outward is unchanged,
@@ -482,6 +509,7 @@ pub(crate) unsafe fn walk(
     previous: &[RawFrame],
     chain: &[ChainFrame],
     fresh: &mut Vec<ChainFrame>,
+    stop: usize,
 ) -> Walk {
     let none = Walk {
         same: None,
@@ -512,7 +540,8 @@ pub(crate) unsafe fn walk(
         // code object itself, a likely cache miss, is read for that frame only.
         let mut innermost = true;
         let physical_innermost = frame as usize;
-        while !frame.is_null() {
+        // With no stop (0) the second test is the first one again.
+        while !frame.is_null() && frame as usize != stop {
             if !innermost && !tried && past < MATCH_WINDOW {
                 if let Some(p) = find_in_chain(chain, frame as usize) {
                     tried = true;

@@ -7,6 +7,10 @@ wrappers, stays out of the numbers. So does pytest's work that the test's call s
 the hooks called meanwhile (a subtest's report) and unittest's calls of its result object
 (pytest's test item). The fixtures' setup is pytest's work too here,
 as in pytest-memray: the test is charged for what its own body does.
+
+The call's stacks end at the frame that makes it (``stacks_from_caller``): the 40 or so
+runner frames outside it, which the report leaves out (``runner_files``), are not walked
+and compared at every allocation of the test.
 """
 
 from __future__ import annotations
@@ -67,8 +71,12 @@ def _call_recorded(
     """``function(*args, **kwargs)``, with the thread recorded during that call only."""
     trampoline = _trampoline(len(args), tuple(kwargs))
     if trampoline is None:
-        return _native._call_as_program(functools.partial(function, *args, **kwargs))
-    return _native._call_as_program(trampoline, function, *args, *kwargs.values())
+        return _native._call_as_program(
+            functools.partial(function, *args, **kwargs), stacks_from_caller=True
+        )
+    return _native._call_as_program(
+        trampoline, function, *args, *kwargs.values(), stacks_from_caller=True
+    )
 
 
 def _recorded(function: Callable[..., Any], program_mode: int) -> Callable[..., Any]:
@@ -163,7 +171,11 @@ def test_call_recorded(item: pytest.Item) -> Iterator[None]:
                 item.obj = original
         else:
             runtest = item.runtest
-            setattr(item, "runtest", lambda: _native._call_as_program(runtest))  # noqa: B010
+            setattr(  # noqa: B010
+                item,
+                "runtest",
+                lambda: _native._call_as_program(runtest, stacks_from_caller=True),
+            )
             replaced.append("runtest")
             yield
     finally:

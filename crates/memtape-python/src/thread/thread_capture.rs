@@ -70,6 +70,13 @@ pub(crate) struct ThreadCapture {
     pub(crate) ids: Vec<StackId>,
     /// The recorder generation the ids belong to.
     pub(crate) generation: u64,
+    /// Where the thread's walks stop while it runs a call whose stacks start at its
+    /// caller's frame (see [`crate::record::stack_floor`]): the address of that frame's
+    /// caller, 0 for none. Beside `generation`, which every capture reads too.
+    pub(crate) floor: usize,
+    /// The stop the last walk was made with, which `chain` and `last_innermost` describe
+    /// (0: the whole stack).
+    pub(crate) chain_stop: usize,
     /// Ids of the innermost frame's recent positions (of `generation`).
     pub(crate) moved: MovedIds,
     /// What the last walk found (see [`frames::Walk`]).
@@ -104,13 +111,6 @@ pub(crate) struct ThreadCapture {
     pub(crate) prev_native_len: usize,
     pub(crate) prev_native_base: StackId,
     pub(crate) prev_native_generation: u64,
-    /// Where the thread's walks stop while it runs a call whose stacks start at its
-    /// caller's frame (see [`crate::record::stack_floor`]): the address of that frame's
-    /// caller, 0 for none.
-    pub(crate) floor: usize,
-    /// The stop the last walk was made with, which `chain` and `last_innermost` describe
-    /// (0: the whole stack).
-    pub(crate) chain_stop: usize,
 }
 
 impl ThreadCapture {
@@ -120,6 +120,8 @@ impl ThreadCapture {
         frames: Vec::new(),
         ids: Vec::new(),
         generation: u64::MAX,
+        floor: 0,
+        chain_stop: 0,
         moved: MovedIds::EMPTY,
         outcome: frames::Walk {
             same: None,
@@ -140,8 +142,6 @@ impl ThreadCapture {
         prev_native_len: 0,
         prev_native_base: EMPTY_STACK,
         prev_native_generation: u64::MAX,
-        floor: 0,
-        chain_stop: 0,
     };
 
     /// The stop the thread's walk is made with now: its floor while the floor is honoured,

@@ -1,5 +1,5 @@
-"""The stack floor: ``_call_as_program(..., stacks_from_caller=True)`` (the pytest
-plugin's call of a test) ends the stacks its thread captures at the calling frame while
+"""The stack floor: ``_call_as_program_with_floor`` (the pytest plugin's call of a
+test) ends the stacks its thread captures at the calling frame while
 only a capture file records, instead of walking every runner frame outside it at every
 allocation. The floor comes back to the one before when the call ends (nested calls, an
 exception leaving one), other threads keep their whole stacks, and tracemalloc and the
@@ -52,7 +52,7 @@ def leaf_deep():
 
 
 def floored_caller():
-    _native._call_as_program(deep, 200, stacks_from_caller=True)
+    _native._call_as_program_with_floor(deep, 200)
 
 
 def whole_caller():
@@ -98,7 +98,7 @@ def test_a_deep_stack_ends_at_the_calling_frame(tmp_path: Path) -> None:
     stacks = by_innermost(run(tmp_path, DEEP))
     # 201 frames of the recursion and the frame that made the call: nothing outside it.
     assert stacks["leaf_deep"] == [["leaf_deep", *["deep"] * 201, "floored_caller"]]
-    # Without the keyword the call walks the whole stack, as before.
+    # ``_call_as_program`` walks the whole stack, as before.
     whole = ["leaf_whole", *["deep_whole"] * 201, "whole_caller", "<module>"]
     assert stacks["leaf_whole"] == [whole]
 
@@ -110,7 +110,7 @@ def outer():
 
 
 def inner_caller():
-    _native._call_as_program(inner, stacks_from_caller=True)
+    _native._call_as_program_with_floor(inner)
 
 
 def inner():
@@ -122,7 +122,7 @@ def leaf_outer():
 
 
 def outer_caller():
-    _native._call_as_program(outer, stacks_from_caller=True)
+    _native._call_as_program_with_floor(outer)
 
 
 def raises():
@@ -132,7 +132,7 @@ def raises():
 
 def raising_caller():
     try:
-        _native._call_as_program(raises, stacks_from_caller=True)
+        _native._call_as_program_with_floor(raises)
     except ValueError:
         after_exception()
 
@@ -161,7 +161,7 @@ def in_floored_call():
 
 
 def thread_caller():
-    _native._call_as_program(starts_thread, stacks_from_caller=True)
+    _native._call_as_program_with_floor(starts_thread)
 
 
 _native._start_capture(path, "{}", 0, False)
@@ -237,7 +237,7 @@ def deep(n, kind):
 
 
 def floored_caller(kind):
-    _native._call_as_program(deep, 60, kind, stacks_from_caller=True)
+    _native._call_as_program_with_floor(deep, 60, kind)
 
 
 def after(kind):

@@ -109,6 +109,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(api::capture_api::mark, m)?)?;
     m.add_function(wrap_pyfunction!(api::own_work::_own_work_begin, m)?)?;
     m.add_function(wrap_pyfunction!(api::own_work::_call_as_program, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        api::own_work::_call_as_program_with_floor,
+        m
+    )?)?;
     m.add_function(wrap_pyfunction!(api::own_work::_exec_as_program, m)?)?;
     m.add_function(wrap_pyfunction!(
         session::process_memory::_process_memory,

@@ -1,16 +1,16 @@
 """The test function's own call, and nothing around it, as what a recording counts.
 
 While a test is measured its thread does memtape's own work (unrecorded), and only the
-call of the test function runs as the program (``_native._call_as_program``): pytest's,
+call of the test function runs as the program (``_native._call_as_program_with_floor``): pytest's,
 pluggy's and memtape's work before and after the call, and that of other plugins' hook
 wrappers, stays out of the numbers. So does pytest's work that the test's call sets off:
 the hooks called meanwhile (a subtest's report) and unittest's calls of its result object
 (pytest's test item). The fixtures' setup is pytest's work too here,
 as in pytest-memray: the test is charged for what its own body does.
 
-The call's stacks end at the frame that makes it (``stacks_from_caller``): the 40 or so
-runner frames outside it, which the report leaves out (``runner_files``), are not walked
-and compared at every allocation of the test.
+The call's stacks end at the frame that makes it (the floor): the 40 or so runner frames
+outside it, which the report leaves out (``runner_files``), are not walked and compared
+at every allocation of the test.
 """
 
 from __future__ import annotations
@@ -71,12 +71,8 @@ def _call_recorded(
     """``function(*args, **kwargs)``, with the thread recorded during that call only."""
     trampoline = _trampoline(len(args), tuple(kwargs))
     if trampoline is None:
-        return _native._call_as_program(
-            functools.partial(function, *args, **kwargs), stacks_from_caller=True
-        )
-    return _native._call_as_program(
-        trampoline, function, *args, *kwargs.values(), stacks_from_caller=True
-    )
+        return _native._call_as_program_with_floor(functools.partial(function, *args, **kwargs))
+    return _native._call_as_program_with_floor(trampoline, function, *args, *kwargs.values())
 
 
 def _recorded(function: Callable[..., Any], program_mode: int) -> Callable[..., Any]:
@@ -171,11 +167,7 @@ def test_call_recorded(item: pytest.Item) -> Iterator[None]:
                 item.obj = original
         else:
             runtest = item.runtest
-            setattr(  # noqa: B010
-                item,
-                "runtest",
-                lambda: _native._call_as_program(runtest, stacks_from_caller=True),
-            )
+            setattr(item, "runtest", lambda: _native._call_as_program_with_floor(runtest))  # noqa: B010
             replaced.append("runtest")
             yield
     finally:

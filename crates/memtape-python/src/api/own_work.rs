@@ -61,34 +61,50 @@ pub(crate) fn _own_work_begin() -> u8 {
 /// are recorded during the call, whatever memtape's mode around it. Only the call itself:
 /// the result or the exception is taken up afterwards, unrecorded. Positional arguments
 /// only, so that the call unpacks no keywords (an allocation) before the program runs.
-///
-/// With `stacks_from_caller`, the thread's stacks captured during the call end at the
-/// calling frame, while nothing but a capture file records (see
-/// [`crate::record::stack_floor`]); the floor it replaced comes back when the call ends,
-/// by an exception too.
 #[pyfunction]
-#[pyo3(signature = (function, *args, stacks_from_caller = false))]
+#[pyo3(signature = (function, *args))]
 pub(crate) fn _call_as_program<'py>(
     py: Python<'py>,
     function: &Bound<'py, PyAny>,
     args: &Bound<'py, PyTuple>,
-    stacks_from_caller: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let floor = if stacks_from_caller {
-        // SAFETY: the GIL is held (`py`), so this thread has a thread state.
-        unsafe { stack_floor::enter(ffi::PyThreadState_Get()) }
-    } else {
-        None
-    };
+    call_as_program(py, function, args)
+}
+
+/// `_call_as_program`, with the thread's stacks captured during the call ending at the
+/// calling frame while nothing but a capture file records (see
+/// [`crate::record::stack_floor`]); the floor it replaced comes back when the call ends,
+/// by an exception too. A function of its own rather than a keyword: a keyword beside
+/// unpacked arguments (`f(*args, k=v)`) builds a dict at every call, whose free changes
+/// the interpreter's free lists, and so what the program's next objects allocate.
+#[pyfunction]
+#[pyo3(signature = (function, *args))]
+pub(crate) fn _call_as_program_with_floor<'py>(
+    py: Python<'py>,
+    function: &Bound<'py, PyAny>,
+    args: &Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: the GIL is held (`py`), so this thread has a thread state.
+    let floor = unsafe { stack_floor::enter(ffi::PyThreadState_Get()) };
+    let result = call_as_program(py, function, args);
+    if let Some(saved) = floor {
+        stack_floor::leave(saved);
+    }
+    result
+}
+
+/// `function(*args)` with the calling thread recording during the call only.
+fn call_as_program<'py>(
+    py: Python<'py>,
+    function: &Bound<'py, PyAny>,
+    args: &Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyAny>> {
     let result = hook_mode::with_mode(HookMode::Idle, || {
         // SAFETY: the GIL is held (`py`); both pointers are live objects borrowed for the
         // call, and a null kwargs is allowed. Returns a new reference or null with an
         // exception set.
         unsafe { ffi::PyObject_Call(function.as_ptr(), args.as_ptr(), std::ptr::null_mut()) }
     });
-    if let Some(saved) = floor {
-        stack_floor::leave(saved);
-    }
     // SAFETY: `result` is the new reference PyObject_Call returned, or null with the
     // exception set, which `from_owned_ptr_or_err` fetches.
     unsafe { Bound::from_owned_ptr_or_err(py, result) }

@@ -1,6 +1,6 @@
-//! A thread's stack floor: while it runs a call made with `_call_as_program(...,
-//! stacks_from_caller=True)` (the pytest plugin's call of a test), the stacks captured on
-//! that thread end at the frame that made the call. The frames outside it (pytest's,
+//! A thread's stack floor: while it runs a call made with `_call_as_program_with_floor`
+//! (the pytest plugin's call of a test), the stacks captured on that thread end at the
+//! frame that made the call. The frames outside it (pytest's,
 //! pluggy's, the launcher's: some 40 under pytest) are the same at every allocation of the
 //! call and no report of such a recording shows them (its `launcher_files` drop them), yet
 //! each capture would walk and compare them all.
@@ -36,7 +36,7 @@ pub(crate) fn honoured() -> bool {
 pub(crate) struct SavedFloor(usize);
 
 /// Sets the calling thread's floor to its current frame (the frame calling into
-/// `_call_as_program`), returning the floor to restore with [`leave`]: `None` when the
+/// `_call_as_program_with_floor`), returning the floor to restore with [`leave`]: `None` when the
 /// thread has no hook state (nothing then changes).
 ///
 /// # Safety

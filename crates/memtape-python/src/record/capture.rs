@@ -12,6 +12,7 @@ use pyo3::ffi;
 use crate::cpython::frames;
 use crate::native::unwind::native_stacks;
 use crate::record::recorder::{Recorder, GENERATION};
+use crate::record::stack_floor;
 use crate::thread::hook_mode::HookThread;
 use crate::thread::thread_capture::ThreadCapture;
 
@@ -349,7 +350,7 @@ pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState)
                     cap.last_innermost = None;
                 }
                 cap.found = frames::Innermost::Changed;
-                let stop = cap.take_stop();
+                let stop = cap.take_stop(stack_floor::honoured);
                 if let Some(last) = cap.last_innermost {
                     // SAFETY: as for `frames::walk` below; `last` was read by this
                     // thread's last complete walk, whose code objects are referenced in

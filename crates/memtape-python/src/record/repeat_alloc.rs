@@ -19,6 +19,7 @@ use crate::native::unwind::native_stacks;
 use crate::record::op_context::{self, TracebackHandle};
 use crate::record::recorder::{Attribution, Recorder, EVENTS_RECORDING, GENERATION, RECORDER};
 use crate::record::spin_lock::SpinGuard;
+use crate::record::stack_floor;
 use crate::thread::hook_mode::HookThread;
 use crate::thread::thread_capture::ThreadCapture;
 
@@ -40,7 +41,7 @@ fn repeated(cap: &ThreadCapture, tstate: *mut ffi::PyThreadState) -> Option<fram
         return None;
     }
     // Walked with the stop in effect now.
-    let stop = cap.chain_stop_in_effect()?;
+    let stop = cap.chain_stop_in_effect(stack_floor::honoured)?;
     // SAFETY: `tstate` is this thread's state with the GIL held (caller), or null; `last`
     // and the chain come from this thread's last complete walk, whose code objects are
     // referenced in the current generation (checked just above), as `walk` requires.

@@ -144,11 +144,12 @@ impl ThreadCapture {
         prev_native_generation: u64::MAX,
     };
 
-    /// The stop the thread's walk is made with now: its floor while the floor is honoured,
-    /// else 0.
+    /// The stop the thread's walk is made with now: its floor while the floor is honoured
+    /// (`honoured`, asked only when there is a floor: the recorder knows, see
+    /// `record::stack_floor`), else 0.
     #[inline]
-    pub(crate) fn stop_now(&self) -> usize {
-        if self.floor != 0 && crate::record::stack_floor::honoured() {
+    pub(crate) fn stop_now(&self, honoured: impl Fn() -> bool) -> usize {
+        if self.floor != 0 && honoured() {
             self.floor
         } else {
             0
@@ -158,11 +159,11 @@ impl ThreadCapture {
     /// The stop for this walk, with `chain` and `last_innermost` forgotten when they
     /// were walked with another one. Without a floor, one test.
     #[inline(always)]
-    pub(crate) fn take_stop(&mut self) -> usize {
+    pub(crate) fn take_stop(&mut self, honoured: impl Fn() -> bool) -> usize {
         if self.floor | self.chain_stop == 0 {
             return 0;
         }
-        let stop = self.stop_now();
+        let stop = self.stop_now(honoured);
         if stop != self.chain_stop {
             self.chain.clear();
             self.last_innermost = None;
@@ -174,11 +175,11 @@ impl ThreadCapture {
     /// The stop `chain` and `last_innermost` were walked with, when it is still the one
     /// in effect; `None` when a walk must start over. Without a floor, one test.
     #[inline(always)]
-    pub(crate) fn chain_stop_in_effect(&self) -> Option<usize> {
+    pub(crate) fn chain_stop_in_effect(&self, honoured: impl Fn() -> bool) -> Option<usize> {
         if self.floor | self.chain_stop == 0 {
             return Some(0);
         }
-        (self.stop_now() == self.chain_stop).then_some(self.chain_stop)
+        (self.stop_now(honoured) == self.chain_stop).then_some(self.chain_stop)
     }
 }
 

@@ -38,8 +38,9 @@ pub(crate) fn _start_capture<'py>(
 
 /// Finishes the capture file, noting how the program ended (`exit`: "normal",
 /// "exception" or "signal", and its exit status; None where there is none to give: an
-/// attached process goes on running) in the trailer. Returns `(events, bytes written)`. Builds the trailer in Rust: nothing is allocated on the
-/// Python heap while the capture still records.
+/// attached process goes on running) in the trailer. Returns `(events, bytes written)`.
+/// Builds the trailer in Rust: nothing is allocated on the Python heap while the capture
+/// still records.
 #[pyfunction]
 #[pyo3(signature = (exit="normal", exit_code=Some(0)))]
 pub(crate) fn _stop_capture(

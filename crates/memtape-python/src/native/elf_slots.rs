@@ -317,7 +317,6 @@ pub(crate) fn loaded_images() -> Vec<(usize, (usize, usize))> {
     out
 }
 
-/// The mapped range of the main program (the first object the loader reports).
 /// The loader's counts of objects loaded and unloaded since the process began
 /// (`dlpi_adds`, `dlpi_subs`): while both stay the same, so does the list of loaded
 /// objects. None from a loader that does not count them (an older `dl_phdr_info`).
@@ -343,6 +342,7 @@ pub(crate) fn loader_counts() -> Option<(u64, u64)> {
     out
 }
 
+/// The mapped range of the main program (the first object the loader reports).
 pub(crate) fn main_image() -> Option<(usize, usize)> {
     loaded_images().first().map(|&(_, image)| image)
 }

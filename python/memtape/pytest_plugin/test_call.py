@@ -1,12 +1,13 @@
 """The test function's own call, and nothing around it, as what a recording counts.
 
 While a test is measured its thread does memtape's own work (unrecorded), and only the
-call of the test function runs as the program (``_native._call_as_program_with_floor``): pytest's,
-pluggy's and memtape's work before and after the call, and that of other plugins' hook
-wrappers, stays out of the numbers. So does pytest's work that the test's call sets off:
-the hooks called meanwhile (a subtest's report) and unittest's calls of its result object
-(pytest's test item). The fixtures' setup is pytest's work too here,
-as in pytest-memray: the test is charged for what its own body does.
+call of the test function runs as the program
+(``_native._call_as_program_with_floor``): pytest's, pluggy's and memtape's work before
+and after the call, and that of other plugins' hook wrappers, stays out of the numbers.
+So does pytest's work that the test's call sets off: the hooks called meanwhile (a
+subtest's report) and unittest's calls of its result object (pytest's test item). The
+fixtures' setup is pytest's work too here, as in pytest-memray: the test is charged for
+what its own body does.
 
 The call's stacks end at the frame that makes it (the floor): the 40 or so runner frames
 outside it, which the report leaves out (``runner_files``), are not walked and compared

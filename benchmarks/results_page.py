@@ -14,8 +14,11 @@ different times (``--pause`` seconds between rounds):
 - ``reports.py``: ``memtape stats`` and the flame graph on alloc_heavy's 36 M-event capture,
   memray's beside them.
 
-Each round's value of a target comes from that round's runs (medians over ``--runs``);
-the table shows every round's value, their median, the target and whether the median
+Issue 32 asks for the median of three side-by-side runs taken at different times of a
+session: that is three rounds (``--rounds 3``, the default) of one run each (``--runs 1``,
+the default), every configuration of a target measured in the same round. ``--runs N``
+takes N interleaved runs in each round and uses their median as the round's value.
+The table shows every round's value, their median, the target and whether the median
 holds it, with the date, the commit, the CPython version and the load average at the start
 and end of each round.
 
@@ -71,7 +74,7 @@ END = "<!-- results_page.py: end -->"
 # A 1-minute load average above this at a round's start means others used the CPUs.
 BUSY_LOADAVG = 1.0
 # The full measurement's options: three rounds ten minutes apart.
-FULL_RUN = ("--rounds", "3", "--pause", "600", "--write")
+FULL_RUN = ("--rounds", "3", "--pause", "300", "--write")
 DEFAULT_MYPY_TARGET = str(ROOT / "python" / "memtape")
 PARTS = ("hot", "deep", "mypy", "mypy-native", "native", "reports")
 HOT_CONFIGS = "untraced,tracemalloc1,memtape1,memtape25,memray,memtape-events,memtape-capture"
@@ -537,8 +540,6 @@ def reductions(args: argparse.Namespace) -> list[str]:
     reduced = []
     if args.rounds < 3:
         reduced.append(f"{args.rounds} round(s), not 3")
-    if args.runs < 3:
-        reduced.append(f"{args.runs} run(s) per configuration, not 3")
     if list(args.parts) != list(PARTS):
         reduced.append(f"parts {', '.join(args.parts)} only")
     if args.mypy_target != DEFAULT_MYPY_TARGET:
@@ -692,7 +693,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     p.add_argument("--pause", type=float, default=0.0, help="seconds between rounds (default 0)")
     p.add_argument(
-        "--runs", type=int, help="runs per configuration in each round (default 3; --quick 1)"
+        "--runs", type=int, help="runs per configuration in each round (default 1)"
     )
     p.add_argument("--quick", action="store_true", help="smallest sizes, to check it works")
     p.add_argument(
@@ -722,7 +723,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.rounds < 1:
         p.error("--rounds must be at least 1")
     if args.runs is None:
-        args.runs = 1 if args.quick else 3
+        args.runs = 1
     # The scripts run in the checkout's root: paths given from elsewhere are made absolute.
     if os.sep in args.python:
         args.python = os.path.abspath(args.python)

@@ -67,9 +67,12 @@ def pytest_run(
     (tmp_path / "test_generated.py").write_text(textwrap.dedent(source), encoding="utf-8")
     # pytest-memray in the pytest running this suite sets MEMRAY_RESULT_PATH for its
     # xdist workers: a child would take it for its own and report differently.
+    # COLUMNS fixed: pytest fits its short summary to the terminal's width, so a wide
+    # one (CI's) repeats each failure's whole message there.
     env = {
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTEST_ADDOPTS": "",
+        "COLUMNS": "80",
         "MEMRAY_RESULT_PATH": "",
         **(env or {}),
     }
@@ -453,7 +456,8 @@ def test_native_memory_across_threads_and_forks(tmp_path: Path) -> None:
     for test in ("test_thread", "test_fork_inside", "test_after_forks"):
         assert outcome(result, test) == "FAILED", (test, describe(result))
     assert outcome(result, "test_small_after_forks") == "PASSED", describe(result)
-    assert result.stdout.count("but its peak was 12.0 MiB") == 3, describe(result)
+    failures = result.stdout.split("short test summary info")[0]
+    assert failures.count("but its peak was 12.0 MiB") == 3, describe(result)
 
 
 LATE_PLUGIN_TESTS = """

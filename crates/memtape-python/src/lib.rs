@@ -149,6 +149,15 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?)?;
     m.add("NUMPY_DOMAIN", intercept::numpy_handler::NUMPY_DOMAIN)?;
     m.add_class::<api::capture_analysis::PyCapture>()?;
+    m.add_class::<api::analysis_alongside::AnalysisAlongside>()?;
+    m.add_function(wrap_pyfunction!(
+        api::analysis_alongside::_analyze_alongside,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(
+        api::analysis_alongside::_follower_ready,
+        m
+    )?)?;
     m.add_class::<api::capture_follow::CaptureFollower>()?;
     m.add_class::<api::capture_live::LiveCapture>()?;
     m.add_function(wrap_pyfunction!(

@@ -38,9 +38,10 @@ class BodyMemory:
 
 
 class Recording:
-    """A capture of the test's call, into ``path``; ``stop`` reads it back. The frames
-    of ``runner_files`` below the test's own are left out of its stacks (and memtape's
-    own work in both is unrecorded: see ``test_call``)."""
+    """A capture of the test's call, into ``path``, analysed alongside (a long test's
+    capture is read as it is written, on memtape's follower thread; a short one's when
+    ``stop`` asks for it). The frames of ``runner_files`` below the test's own are left
+    out of its stacks (and memtape's own work in both is unrecorded: see ``test_call``)."""
 
     def __init__(self, path: str, nodeid: str, *, native: bool, runner_files: list[str]) -> None:
         self.path = path
@@ -52,14 +53,16 @@ class Recording:
             native_heap=native,
             launcher_files=runner_files,
         )
+        _native._follower_ready()  # its thread's start is not the test's
         _native._start_capture(path, meta, 0, native)
+        self.analysis = _native._analyze_alongside(path)
         _mlx.follow("pytest", True)
 
     def stop(self, sites: int, keep: bool) -> BodyMemory:
         _mlx.follow("pytest", False)
         _native._stop_capture("normal", 0)
         try:
-            capture = _native.analyze_capture(self.path, time_window=False)
+            capture = self.analysis.result()
             allocations, allocated = capture.totals
             return BodyMemory(
                 peak=capture.peak[0],

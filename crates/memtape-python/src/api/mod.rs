@@ -1,6 +1,7 @@
 //! What Python sees: the `#[pyfunction]`s and classes of `memtape._native`, and the C ABI
 //! capsule frameworks call. Thin wrappers over the layers below.
 
+pub(crate) mod analysis_alongside;
 pub(crate) mod c_api;
 pub(crate) mod capture_analysis;
 pub(crate) mod capture_api;

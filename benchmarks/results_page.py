@@ -15,9 +15,9 @@ different times (``--pause`` seconds between rounds):
   memray's beside them.
 
 Each round's value of a target comes from that round's runs (medians over ``--runs``,
-interleaved); the table shows every round's value, their median, the target and whether the median
-holds it, with the date, the commit, the CPython version and the load average at the start
-and end of each round.
+interleaved); the table shows every round's value, their median, the target and whether
+the median holds it, with the date, the commit, the CPython version and the load average
+at the start and end of each round.
 
     python3 benchmarks/results_page.py --python .venv-3.11/bin/python            # print
     python3 benchmarks/results_page.py --python .venv-3.11/bin/python --write    # RESULTS.md

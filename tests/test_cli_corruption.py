@@ -420,8 +420,6 @@ def test_stats_reads_around_a_damaged_middle_block(tmp_path: Path) -> None:
     assert "Peak memory:" in text.stdout
 
 
-# Allocates in every block and frees it in the next (the flusher writes a block every few
-# ms): each iteration's list replaces the last one.
 def block_that_allocates(
     data: bytes, blocks: list[tuple[int, int]], tmp_path: Path
 ) -> tuple[int, int, int]:
@@ -447,6 +445,8 @@ def block_that_allocates(
 
 
 LIST_STRINGS = 300  # the strings of each list MANY_BLOCKS_PROGRAM makes
+# Allocates in every block and frees it in the next (the flusher writes a block every few
+# ms): each iteration's list replaces the last one.
 MANY_BLOCKS_PROGRAM = """
 import time
 last = None

@@ -16,7 +16,6 @@
 //! the GIL and touches nothing of the program's.
 
 use std::fs::File;
-use std::io::BufReader;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -24,13 +23,14 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use memtape_core::capture::{CaptureError, CaptureReader, Following, ReadSummary};
-use memtape_core::report::{Analysis, ReplayOptions};
+use memtape_core::capture::{CaptureError, ReadSummary};
+use memtape_core::report::Analysis;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use super::capture_analysis::PyCapture;
 use super::capture_file::capture_error;
+use super::followed_analysis::analyze_following;
 use super::report_api::{analyze_capture, analyzed, import_frames};
 use crate::session::signal_mask::spawn_own_thread;
 use crate::thread::hook_mode::HookMode;
@@ -147,17 +147,7 @@ fn follow_each(queue: Receiver<Arc<Job>>) {
 /// The analysis of the job's file, read as it grows until the writer has finished.
 fn read_following(job: &Job) -> Outcome {
     let file = File::open(&job.path).map_err(|source| CaptureError::Io { offset: 0, source })?;
-    let input = BufReader::with_capacity(
-        1 << 20,
-        Following::new(file, Arc::clone(&job.finished), POLL),
-    );
-    let mut reader = CaptureReader::new(input)?;
-    let mut analysis = Analysis::new(ReplayOptions {
-        time_histogram: false,
-        ..ReplayOptions::default()
-    });
-    let summary = reader.visit_records(&mut analysis)?;
-    Ok((analysis, reader.metadata_json().to_owned(), summary))
+    analyze_following(file, Arc::clone(&job.finished), POLL)
 }
 
 /// _analyze_alongside(path) -> AnalysisAlongside

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use memtape_core::capture::{CaptureReader, Following};
+use memtape_core::capture::{CaptureError, CaptureReader, Following, ReadSummary};
 use memtape_core::report::{Analysis, ReplayOptions};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
@@ -25,6 +25,24 @@ use super::report_api::{analyzed, import_frames};
 /// The longest the reader sleeps at the end of the file before looking again (it is
 /// woken at once when the capture ends).
 const POLL: Duration = Duration::from_millis(50);
+
+/// The analysis `analyze_capture(path, time_window=False)` gives, of a capture file read
+/// as it grows until `finished` is set (the writer has written its last byte), looking
+/// again every `poll` at most at its end: the metadata and what the reading found too.
+pub(super) fn analyze_following(
+    file: File,
+    finished: Arc<AtomicBool>,
+    poll: Duration,
+) -> Result<(Analysis, String, ReadSummary), CaptureError> {
+    let input = BufReader::with_capacity(1 << 20, Following::new(file, finished, poll));
+    let mut reader = CaptureReader::new(input)?;
+    let mut analysis = Analysis::new(ReplayOptions {
+        time_histogram: false,
+        ..ReplayOptions::default()
+    });
+    let summary = reader.visit_records(&mut analysis)?;
+    Ok((analysis, reader.metadata_json().to_owned(), summary))
+}
 
 /// _analyze_followed_capture(fd, imports="hide") -> Capture | None
 ///
@@ -78,17 +96,7 @@ pub(crate) fn _analyze_followed_capture(
             }
         })
         .map_err(|e| PyOSError::new_err(format!("cannot start the summary's end watch: {e}")))?;
-    let outcome = py.detach(|| {
-        let input = BufReader::with_capacity(1 << 20, Following::new(file, finished, POLL));
-        let mut reader = CaptureReader::new(input)?;
-        let options = ReplayOptions {
-            time_histogram: false,
-            ..ReplayOptions::default()
-        };
-        let mut analysis = Analysis::new(options);
-        let summary = reader.visit_records(&mut analysis)?;
-        Ok((analysis, reader.metadata_json().to_owned(), summary))
-    });
+    let outcome = py.detach(|| analyze_following(file, finished, POLL));
     match outcome {
         Ok((analysis, metadata, summary)) => Ok(Some(analyzed(
             path,

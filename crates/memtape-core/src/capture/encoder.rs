@@ -219,6 +219,13 @@ impl BlockEncoder {
         self.reset_state();
     }
 
+    /// Drops the records so far and starts the first block of a new capture: as
+    /// [`clear`](Self::clear), and the time of the last Time record is 0 again.
+    pub fn restart(&mut self) {
+        self.clear();
+        self.last_time = 0;
+    }
+
     fn reset_state(&mut self) {
         self.prev_addr = 0;
         self.prev_stack = 0;

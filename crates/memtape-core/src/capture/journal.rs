@@ -106,6 +106,11 @@ impl Journal {
         self.entries.is_empty()
     }
 
+    /// Entries it has room for before it grows.
+    pub fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
     /// Whether entry `at` is a Time record.
     #[inline]
     pub fn is_time(&self, at: usize) -> bool {

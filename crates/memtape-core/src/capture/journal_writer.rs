@@ -21,9 +21,25 @@ pub struct JournalWriter<W: Write> {
 impl<W: Write> JournalWriter<W> {
     /// Writes blocks of about `block_target` raw bytes to `file`.
     pub fn new(file: CaptureFileWriter<W>, block_target: usize) -> Self {
+        Self::with_encoder(
+            file,
+            block_target,
+            BlockEncoder::with_capacity(block_target + block_target / 8),
+        )
+    }
+
+    /// As [`new`](Self::new), encoding with `encoder`'s buffer (one an earlier capture
+    /// gave back with [`finish_keeping_encoder`](Self::finish_keeping_encoder)); what it
+    /// held is dropped.
+    pub fn with_encoder(
+        file: CaptureFileWriter<W>,
+        block_target: usize,
+        mut encoder: BlockEncoder,
+    ) -> Self {
+        encoder.restart();
         JournalWriter {
             file,
-            encoder: BlockEncoder::with_capacity(block_target + block_target / 8),
+            encoder,
             block_target: block_target.max(1),
         }
     }
@@ -65,9 +81,27 @@ impl<W: Write> JournalWriter<W> {
     }
 
     /// Writes the block being filled, then the trailer; returns the output.
-    pub fn finish(mut self, trailer_json: &str) -> io::Result<W> {
-        self.flush_block()?;
-        self.file.finish(trailer_json)
+    pub fn finish(self, trailer_json: &str) -> io::Result<W> {
+        self.finish_keeping_encoder(trailer_json)
+            .0
+            .map(|(out, _)| out)
+    }
+
+    /// As [`finish`](Self::finish) (the block being filled and the trailer in one write),
+    /// with the bytes written before the trailer; and gives the encoder back for another
+    /// capture's writer ([`with_encoder`](Self::with_encoder)): its buffer is not made
+    /// again.
+    pub fn finish_keeping_encoder(
+        self,
+        trailer_json: &str,
+    ) -> (io::Result<(W, u64)>, BlockEncoder) {
+        let JournalWriter {
+            file, mut encoder, ..
+        } = self;
+        let block = (!encoder.is_empty()).then(|| encoder.as_bytes());
+        let finished = file.finish_after_block(block, trailer_json);
+        encoder.clear();
+        (finished, encoder)
     }
 }
 

@@ -1,5 +1,6 @@
 //! [`CaptureReader`]: validates the header, then streams the records of every block.
 
+use std::cell::Cell;
 use std::io::{self, Read};
 
 use super::block_header::BlockHeader;
@@ -433,6 +434,23 @@ impl<R: Read> CaptureReader<R> {
     }
 }
 
+thread_local! {
+    /// The zstd context of the last reader this thread dropped, for its next one: a
+    /// context is about 96 KiB to allocate and set up, more than reading a small
+    /// capture's block (the pytest plugin reads one capture per test).
+    static SPARE_DECOMPRESSOR: Cell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { Cell::new(None) };
+}
+
+impl<R: Read> Drop for CaptureReader<R> {
+    fn drop(&mut self) {
+        if let Some(decompressor) = self.decompressor.take() {
+            // A thread being torn down has no spare to keep: the context is freed.
+            let _ = SPARE_DECOMPRESSOR.try_with(|spare| spare.set(Some(decompressor)));
+        }
+    }
+}
+
 /// Decompresses `payload` into `raw`, which must come out exactly `raw_len` bytes long.
 fn decompress(
     decompressor: &mut Option<zstd::bulk::Decompressor<'static>>,
@@ -452,10 +470,11 @@ fn decompress(
     }
     let decompressor = match decompressor {
         Some(decompressor) => decompressor,
-        None => decompressor.insert(
-            zstd::bulk::Decompressor::new()
+        None => decompressor.insert(match SPARE_DECOMPRESSOR.with(Cell::take) {
+            Some(spare) => spare,
+            None => zstd::bulk::Decompressor::new()
                 .map_err(|error| format!("cannot set up zstd decompression: {error}"))?,
-        ),
+        }),
     };
     raw.clear();
     // Capacity bounds the output: at most `raw_len` (<= 256 MiB), or what an earlier block

@@ -97,6 +97,14 @@ impl<W: Write> CaptureFileWriter<W> {
     ///
     /// [`BlockEncoder`]: super::BlockEncoder
     pub fn write_block(&mut self, raw: &[u8]) -> io::Result<()> {
+        self.frame.clear();
+        self.frame_block(raw)?;
+        self.emit_frame()
+    }
+
+    /// Appends one records block's frame (as [`write_block`](Self::write_block) writes
+    /// it) to `self.frame`.
+    fn frame_block(&mut self, raw: &[u8]) -> io::Result<()> {
         let raw_len = u32::try_from(raw.len())
             .ok()
             .filter(|&len| len <= MAX_RAW_LEN)
@@ -119,7 +127,7 @@ impl<W: Write> CaptureFileWriter<W> {
             Err(_) => false,
         };
         if compressed {
-            push_block_frame(
+            append_block_frame(
                 &mut self.frame,
                 KIND_RECORDS,
                 COMPRESSION_ZSTD,
@@ -127,7 +135,7 @@ impl<W: Write> CaptureFileWriter<W> {
                 raw_len,
             );
         } else if raw_len <= MAX_PAYLOAD_LEN {
-            push_block_frame(
+            append_block_frame(
                 &mut self.frame,
                 KIND_RECORDS,
                 COMPRESSION_NONE,
@@ -140,12 +148,24 @@ impl<W: Write> CaptureFileWriter<W> {
                 raw.len()
             )));
         }
-        self.emit_frame()
+        Ok(())
     }
 
     /// Writes the trailer block (uncompressed `trailer_json`), flushes, and returns the
     /// output.
-    pub fn finish(mut self, trailer_json: &str) -> io::Result<W> {
+    pub fn finish(self, trailer_json: &str) -> io::Result<W> {
+        self.finish_after_block(None, trailer_json)
+            .map(|(out, _)| out)
+    }
+
+    /// Writes the records block `raw` if given, then the trailer, in one write (a stop's
+    /// last block and the trailer go out together), flushes, and returns the output and
+    /// the bytes written before the trailer: the header and the records blocks.
+    pub fn finish_after_block(
+        mut self,
+        raw: Option<&[u8]>,
+        trailer_json: &str,
+    ) -> io::Result<(W, u64)> {
         let trailer = trailer_json.as_bytes();
         let len = u32::try_from(trailer.len())
             .ok()
@@ -157,7 +177,12 @@ impl<W: Write> CaptureFileWriter<W> {
                 ))
             })?;
         self.check_usable()?;
-        push_block_frame(
+        self.frame.clear();
+        if let Some(raw) = raw {
+            self.frame_block(raw)?;
+        }
+        let blocks_bytes = self.bytes_written + self.frame.len() as u64;
+        append_block_frame(
             &mut self.frame,
             KIND_TRAILER,
             COMPRESSION_NONE,
@@ -166,7 +191,7 @@ impl<W: Write> CaptureFileWriter<W> {
         );
         self.emit_frame()?;
         *SPARE.lock().unwrap_or_else(|e| e.into_inner()) = Some((self.level, self.compressor));
-        Ok(self.out)
+        Ok((self.out, blocks_bytes))
     }
 
     /// Bytes written so far: header and complete blocks.
@@ -208,9 +233,14 @@ impl<W: Write> CaptureFileWriter<W> {
     }
 }
 
-/// Puts a block header and `payload` (whose length fits in u32) in `frame`.
-fn push_block_frame(frame: &mut Vec<u8>, kind: u8, compression: u8, payload: &[u8], raw_len: u32) {
-    frame.clear();
+/// Appends a block header and `payload` (whose length fits in u32) to `frame`.
+fn append_block_frame(
+    frame: &mut Vec<u8>,
+    kind: u8,
+    compression: u8,
+    payload: &[u8],
+    raw_len: u32,
+) {
     frame.reserve(BLOCK_HEADER_LEN + payload.len());
     frame.extend_from_slice(&BLOCK_MAGIC);
     frame.extend_from_slice(&[kind, compression, 0, 0]);

@@ -25,7 +25,11 @@ pub const DEFAULT_MAX_POINTS: usize = 2000;
 
 #[derive(Debug)]
 pub(crate) struct MemorySeries {
+    /// Bucket `i` holds the highest point of times `i << shift ..= (i + 1) << shift`;
+    /// only as many as the latest time needs (a short capture's analysis does not fill
+    /// in thousands of empty buckets).
     buckets: Vec<Option<SeriesPoint>>,
+    max_points: usize,
     shift: u32,
 }
 
@@ -33,7 +37,8 @@ impl MemorySeries {
     /// An empty series of at most `max_points` (at least 2) points.
     pub(crate) fn new(max_points: usize) -> Self {
         Self {
-            buckets: vec![None; max_points.max(2)],
+            buckets: Vec::new(),
+            max_points: max_points.max(2),
             shift: 0,
         }
     }
@@ -49,9 +54,12 @@ impl MemorySeries {
         by_source: &SourceSplit,
     ) {
         let mut i = time_ns >> self.shift;
-        while i >= self.buckets.len() as u64 {
+        while i >= self.max_points as u64 {
             self.halve();
             i = time_ns >> self.shift;
+        }
+        if i as usize >= self.buckets.len() {
+            self.buckets.resize(i as usize + 1, None);
         }
         let b = &mut self.buckets[i as usize];
         match b {
@@ -69,19 +77,16 @@ impl MemorySeries {
 
     fn halve(&mut self) {
         let n = self.buckets.len();
-        for i in 0..n {
-            let merged = if 2 * i < n {
-                let a = self.buckets[2 * i];
-                let b = self.buckets.get(2 * i + 1).copied().flatten();
-                match (a, b) {
-                    (Some(a), Some(b)) => Some(if b.bytes > a.bytes { b } else { a }),
-                    (a, b) => a.or(b),
-                }
-            } else {
-                None
+        let kept = n.div_ceil(2);
+        for i in 0..kept {
+            let a = self.buckets[2 * i];
+            let b = self.buckets.get(2 * i + 1).copied().flatten();
+            self.buckets[i] = match (a, b) {
+                (Some(a), Some(b)) => Some(if b.bytes > a.bytes { b } else { a }),
+                (a, b) => a.or(b),
             };
-            self.buckets[i] = merged;
         }
+        self.buckets.truncate(kept);
         self.shift += 1;
     }
 
@@ -113,6 +118,21 @@ mod tests {
         );
         // Every other bucket still shows the sawtooth's top, first occurrence.
         assert!(points.iter().all(|p| p.bytes >= 99));
+    }
+
+    #[test]
+    fn a_short_series_holds_only_the_buckets_it_needs() {
+        let mut s = MemorySeries::new(DEFAULT_MAX_POINTS);
+        let none = SourceSplit::default();
+        s.push(3, 10, 0, &none);
+        s.push(40, 30, 1, &none);
+        assert_eq!(s.buckets.len(), 41);
+        assert_eq!(s.points().len(), 2);
+        s.push(1_000_000, 5, 2, &none);
+        assert!(s.buckets.len() <= DEFAULT_MAX_POINTS);
+        let points = s.points();
+        assert_eq!(points.last().map(|p| p.bytes), Some(5));
+        assert_eq!(points.iter().map(|p| p.bytes).max(), Some(30));
     }
 
     #[test]

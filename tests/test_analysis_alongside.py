@@ -152,3 +152,95 @@ def test_a_forked_child_follows_its_own_captures(tmp_path: Path) -> None:
     for name in ("before", "child", "after"):
         assert found[name]["followed"] is True, (name, found)
         assert_same(found[name])
+
+
+IN_MEMORY = """
+import random
+
+
+def scattered(rounds):
+    '''Blocks of random sizes freed in random order: records that compress poorly (a few
+    MB of capture in half a second).'''
+    rng = random.Random(5)
+    sizes = [rng.randrange(1, 3000) for _ in range(5000)]
+    for _ in range(rounds):
+        block = [bytearray(size) for size in sizes]
+        rng.shuffle(block)
+        del block
+
+
+def in_memory(name, seconds, big):
+    '''A capture held in memory (the plugin's, not kept): ``big`` outgrows memory (1 MiB of
+    records) and makes its file; otherwise it keeps three 100 kB blocks after ``seconds``
+    of sleep and ends in memory.'''
+    path = os.path.join(folder, name + ".mtape")
+    _native._start_capture(path, "{}", 0, False, False, True)
+    alongside = _native._analyze_alongside(path)
+    if big:
+        scattered(60)
+    else:
+        time.sleep(seconds)
+        for _ in range(3):
+            keep.append(bytearray(100_000))  # kept in memory
+    _native._stop_capture()
+    followed = alongside.followed
+    got = alongside.result()
+    found = {
+        "followed": followed,
+        "file": os.path.exists(path),
+        "events": got.events,
+        "end": got.end_bytes,
+        "complete": got.complete,
+        "end_sites": [
+            [frames[0][2], size, count]
+            for frames, size, count in got.sites("traceback", "end", 1000, None)
+        ],
+    }
+    if found["file"]:
+        want = _native.analyze_capture(path, time_window=False)
+        found["same"] = (
+            got.summary_json(50) == want.summary_json(50)
+            and got.totals == want.totals
+            and got.peak == want.peak
+            and got.end_bytes == want.end_bytes
+            and all(
+                got.sites("traceback", at, 1000, None) == want.sites("traceback", at, 1000, None)
+                for at in ("peak", "end")
+            )
+        )
+    return found
+"""
+
+
+def test_a_capture_held_in_memory_makes_no_file_unless_it_grows(tmp_path: Path) -> None:
+    """``in_memory``: a short capture never makes its file and is read from memory; one
+    that runs long but stays small is taken by the follower, which reads it from memory at
+    the end; one that outgrows memory makes its file, which the follower reads as it
+    grows, with analyze_capture's answers."""
+    body = """
+        print(json.dumps({
+            "short": in_memory("short", 0.0, False),
+            "long_small": in_memory("long_small", 0.2, False),
+            "big": in_memory("big", 0.0, True),
+            "short_again": in_memory("short_again", 0.0, False),
+        }))
+        """
+    found = run(tmp_path, IN_MEMORY + textwrap.dedent(body))
+    kept_line = next(
+        n
+        for n, line in enumerate((tmp_path / "alongside.py").read_text().splitlines(), 1)
+        if line.endswith("# kept in memory")
+    )
+    for name in ("short", "long_small", "short_again"):
+        small = found[name]
+        assert small["file"] is False, (name, found)
+        assert small["complete"] is True, (name, found)
+        assert small["end"] >= 300_003, (name, found)
+        kept = [site for site in small["end_sites"] if site[0] == kept_line]
+        assert kept and kept[0][1] >= 300_003 and kept[0][2] >= 3, (name, kept_line, found)
+    assert found["long_small"]["followed"] is True, found
+    big = found["big"]
+    assert big["file"] is True, big
+    assert big["followed"] is True, big
+    assert big["events"] > 3_000_000 and big["complete"] is True, big
+    assert big["same"] is True, found

@@ -47,3 +47,46 @@ def capture_metadata(
         "native_heap": native_heap,
     }
     return json.dumps(meta | extra)
+
+
+class MetadataSeries:
+    """The metadata of many captures of one kind that differ only in ``argv`` (the pytest
+    plugin's capture per test): the fields they share are written to JSON once; each
+    capture's (``argv``, ``pid``, ``start_time_ns``) when it starts. No ``rss_at_start``:
+    reading the process' memory costs more than a tiny test's whole capture."""
+
+    def __init__(
+        self,
+        *,
+        command: str,
+        nframe: int,
+        min_size: int,
+        native_heap: bool,
+        launcher_files: list[str] | None,
+    ) -> None:
+        self.key = (command, nframe, min_size, native_heap, launcher_files)
+        shared = json.loads(
+            capture_metadata(
+                command=command,
+                argv=[],
+                nframe=nframe,
+                min_size=min_size,
+                native_heap=native_heap,
+                launcher_files=launcher_files,
+            )
+        )
+        for own in ("argv", "pid", "start_time_ns", "rss_at_start"):
+            shared.pop(own, None)
+        self._head = json.dumps(shared)[:-1]
+
+    def for_argv(self, argv: list[str]) -> str:
+        """One capture's metadata, as JSON."""
+        argv_json = ", ".join(map(_json_string, argv))
+        return (
+            f'{self._head}, "argv": [{argv_json}], "pid": {os.getpid()}, '
+            f'"start_time_ns": {time.time_ns()}}}'
+        )
+
+
+# A str as a JSON string, as json.dumps writes it (its C encoder, without the call's set-up).
+_json_string = json.encoder.encode_basestring_ascii

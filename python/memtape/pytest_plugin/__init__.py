@@ -155,8 +155,8 @@ class MemtapePlugin:
             )
         )
 
-    def _start(self, item: pytest.Item) -> Recording | None:
-        path = os.path.join(self.dir, f"{_file_name(item.nodeid)}.call.mtape")
+    def _start(self, item: pytest.Item, name: str) -> Recording | None:
+        path = os.path.join(self.dir, f"{name}.call.mtape")
         if not self.series:
             # One test's capture after another: native memory's slots stay pointed at the
             # hooks between them (passing calls through), and the writer thread waits,
@@ -165,7 +165,11 @@ class MemtapePlugin:
             self.series = True
         try:
             return Recording(
-                path, item.nodeid, native=self.native, runner_files=runner_files(self.config)
+                path,
+                item.nodeid,
+                native=self.native,
+                runner_files=runner_files(self.config),
+                keep=self.keep,
             )
         except (RuntimeError, OSError) as exc:
             self.broken = str(exc)
@@ -193,10 +197,11 @@ class MemtapePlugin:
             bad_marker = str(exc)
         if bad_marker is not None:  # the test fails with this one line, the others run
             pytest.fail(bad_marker, pytrace=False)
+        name = _file_name(item.nodeid)
         with test_call_recorded(item):
             for _ in range(leaks.warmups if leaks else 0):
                 item.runtest()
-            recording = self._start(item)
+            recording = self._start(item, name)
             if recording is None:
                 return (yield)
             try:
@@ -206,9 +211,9 @@ class MemtapePlugin:
                 if leaks:
                     gc.collect()  # the body's cyclic garbage is not a leak
             finally:
-                body = recording.stop(sites=10, keep=self.keep)
+                body = recording.stop(sites=10, leaks=leaks is not None)
                 self.tests[item.nodeid] = body
-        self._check(memory, leaks, body, _file_name(item.nodeid))
+        self._check(memory, leaks, body, name)
         return result
 
     def _check(

@@ -9,22 +9,25 @@
 //! [`SHORT`], so the many tests of a few milliseconds cost no hand-off. Either way the
 //! result is `analyze_capture(path, time_window=False)`'s: the same reader and analysis.
 //!
-//! One follower thread per process, started at the first capture that lives long enough,
-//! and kept (a native thread: the program's `threading.enumerate()` does not list it).
+//! One follower thread per process, started before the first capture and kept (a native
+//! thread: the program's `threading.enumerate()` does not list it). Handing it a capture
+//! wakes nothing: it looks at its queue every [`IDLE_LOOK`] (a wake-up per test, and the
+//! caller's for the end of a short one, cost a tiny test more than its reading); only a
+//! capture it reads is woken for at the end.
 //! A forked child has no follower: its own captures start one of their own, and a capture
 //! its parent started is read at the end on the calling thread. The follower never takes
 //! the GIL and touches nothing of the program's.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use memtape_core::capture::{CaptureError, ReadSummary};
-use memtape_core::report::Analysis;
+use memtape_core::report::{Analysis, ImportFrames};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
@@ -32,6 +35,7 @@ use super::capture_analysis::PyCapture;
 use super::capture_file::capture_error;
 use super::followed_analysis::analyze_following;
 use super::report_api::{analyze_capture, analyzed, import_frames};
+use crate::session::capture_output;
 use crate::session::signal_mask::spawn_own_thread;
 use crate::thread::hook_mode::HookMode;
 
@@ -42,6 +46,10 @@ const SHORT: Duration = Duration::from_millis(20);
 /// The longest the follower sleeps at the end of the file before looking again (it is
 /// woken at once when the capture ends).
 const POLL: Duration = Duration::from_millis(20);
+
+/// How often the follower, with no capture to read, looks for one that has run
+/// [`SHORT`].
+const IDLE_LOOK: Duration = Duration::from_millis(10);
 
 /// A job's state: nobody reads it yet; the caller reads it (it ended before the follower
 /// came to it); the follower reads it.
@@ -62,10 +70,20 @@ struct Job {
     done: Condvar,
 }
 
+/// What the follower is handed: a capture to follow, or a file to remove (a capture
+/// whose analysis is over, removed off the program's thread).
+enum Task {
+    Follow(Arc<Job>),
+    Remove(PathBuf),
+}
+
+/// The tasks handed to the follower, oldest first.
+type Queue = Arc<Mutex<VecDeque<Task>>>;
+
 /// The process' follower thread.
 struct Follower {
     pid: u32,
-    jobs: Sender<Arc<Job>>,
+    jobs: Queue,
     thread: Thread,
 }
 
@@ -73,7 +91,7 @@ static FOLLOWER: Mutex<Option<Follower>> = Mutex::new(None);
 
 /// This process' follower's job queue and thread, started if need be (again in a forked
 /// child: the parent's thread is not in it); None when no thread could be started.
-fn follower() -> Option<(Sender<Arc<Job>>, Thread)> {
+fn follower() -> Option<(Queue, Thread)> {
     let mut follower = FOLLOWER.lock().unwrap_or_else(PoisonError::into_inner);
     let pid = std::process::id();
     if follower.as_ref().is_some_and(|f| f.pid != pid) {
@@ -81,7 +99,8 @@ fn follower() -> Option<(Sender<Arc<Job>>, Thread)> {
         std::mem::forget(follower.take());
     }
     if follower.is_none() {
-        let (jobs, queue) = mpsc::channel();
+        let jobs: Queue = Arc::default();
+        let queue = Arc::clone(&jobs);
         // Untraced from its first own allocation; but a new thread's start allocates in
         // libc before that (its thread-locals' destructors: 32 bytes), which a capture
         // already recording would count: hence [`_follower_ready`] before the capture.
@@ -98,12 +117,31 @@ fn follower() -> Option<(Sender<Arc<Job>>, Thread)> {
         .map(|f| (f.jobs.clone(), f.thread.clone()))
 }
 
-/// Hands `job` to this process' follower and returns the follower's thread; None when
-/// there is no follower.
+/// Hands `job` to this process' follower (without waking it) and returns the follower's
+/// thread; None when there is no follower.
 fn hand_over(job: &Arc<Job>) -> Option<Thread> {
     let (jobs, thread) = follower()?;
-    jobs.send(Arc::clone(job)).ok()?;
+    jobs.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push_back(Task::Follow(Arc::clone(job)));
     Some(thread)
+}
+
+/// Removes the file at `path`: on this process' follower thread at its next look when
+/// there is one, else now.
+fn remove_later(path: PathBuf) {
+    let follower = FOLLOWER.lock().unwrap_or_else(PoisonError::into_inner);
+    match follower.as_ref().filter(|f| f.pid == std::process::id()) {
+        Some(f) => f
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back(Task::Remove(path)),
+        None => {
+            drop(follower);
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// _follower_ready() -> bool
@@ -118,8 +156,23 @@ pub(crate) fn _follower_ready() -> bool {
 
 /// The follower's loop: each job, once it has run [`SHORT`] and the caller has not taken
 /// it, is read to its end.
-fn follow_each(queue: Receiver<Arc<Job>>) {
-    for job in queue {
+fn follow_each(queue: Queue) -> ! {
+    loop {
+        let next = queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front();
+        let job = match next {
+            Some(Task::Follow(job)) => job,
+            Some(Task::Remove(path)) => {
+                let _ = std::fs::remove_file(path); // gone already: nothing to do
+                continue;
+            }
+            None => {
+                std::thread::park_timeout(IDLE_LOOK);
+                continue;
+            }
+        };
         let due = job.started + SHORT;
         loop {
             if job.state.load(Ordering::Acquire) != WAITING {
@@ -144,10 +197,32 @@ fn follow_each(queue: Receiver<Arc<Job>>) {
     }
 }
 
-/// The analysis of the job's file, read as it grows until the writer has finished.
+/// The analysis of the job's file, read as it grows until the writer has finished; or
+/// of its bytes, when the capture ended in memory (its file was never made).
 fn read_following(job: &Job) -> Outcome {
-    let file = File::open(&job.path).map_err(|source| CaptureError::Io { offset: 0, source })?;
-    analyze_following(file, Arc::clone(&job.finished), POLL)
+    loop {
+        // Finished is read before the file is looked for: a capture that ended in memory
+        // had handed its bytes over by then.
+        let finished = job.finished.load(Ordering::Acquire);
+        match File::open(&job.path) {
+            Ok(file) => return analyze_following(file, Arc::clone(&job.finished), POLL),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !finished => {
+                // Held in memory so far: it makes its file once it grows, or ends there.
+                std::thread::park_timeout(POLL);
+            }
+            Err(source) => {
+                return match capture_output::take_finished(&job.path) {
+                    Some(bytes) => analyze_in_memory(&bytes),
+                    None => Err(CaptureError::Io { offset: 0, source }),
+                };
+            }
+        }
+    }
+}
+
+/// The analysis of a capture that ended in memory.
+fn analyze_in_memory(bytes: &[u8]) -> Outcome {
+    analyze_following(bytes, Arc::new(AtomicBool::new(true)), POLL)
 }
 
 /// _analyze_alongside(path) -> AnalysisAlongside
@@ -188,13 +263,15 @@ pub(crate) struct AnalysisAlongside {
 }
 
 impl AnalysisAlongside {
-    /// Tells the follower that the file is whole and wakes it.
+    /// Tells the follower that the file is whole, and wakes it if it reads the file.
     fn end_following(&mut self) {
         if !self.ended {
             self.ended = true;
             self.job.finished.store(true, Ordering::Release);
             if let Some(thread) = &self.follower {
-                thread.unpark();
+                if self.job.state.load(Ordering::Acquire) == BY_FOLLOWER {
+                    thread.unpark();
+                }
             }
         }
     }
@@ -209,12 +286,24 @@ impl AnalysisAlongside {
         self.job.state.load(Ordering::Acquire) == BY_FOLLOWER
     }
 
-    /// result(imports="hide") -> Capture
+    /// result(imports="hide", remove=False) -> Capture
     ///
     /// The capture's analysis; call it once the capture has stopped (its writer has
-    /// written the last byte). Waits for the follower without the GIL.
-    #[pyo3(signature = (imports="hide"))]
-    fn result(&mut self, py: Python<'_>, imports: &str) -> PyResult<PyCapture> {
+    /// written the last byte). Waits for the follower without the GIL. `remove`: the file
+    /// is removed once read (or unreadable), by the follower thread (soon after: it costs
+    /// the caller nothing) or here when there is none.
+    #[pyo3(signature = (imports="hide", remove=false))]
+    fn result(&mut self, py: Python<'_>, imports: &str, remove: bool) -> PyResult<PyCapture> {
+        let analysis = self.analysis(py, imports);
+        if remove {
+            remove_later(self.job.path.clone());
+        }
+        analysis
+    }
+}
+
+impl AnalysisAlongside {
+    fn analysis(&mut self, py: Python<'_>, imports: &str) -> PyResult<PyCapture> {
         if self.ended {
             return Err(PyRuntimeError::new_err("this analysis' result was taken"));
         }
@@ -226,11 +315,19 @@ impl AnalysisAlongside {
                 .compare_exchange(WAITING, BY_CALLER, Ordering::AcqRel, Ordering::Acquire)
                 .is_err_and(|state| state == BY_FOLLOWER);
         self.end_following();
+        let job = Arc::clone(&self.job);
         if !by_follower {
             // Short (or in a forked child): read here, as `analyze_capture` reads it.
-            return analyze_capture(py, self.job.path.clone(), Vec::new(), None, false, imports);
+            match capture_output::take_finished(&job.path) {
+                Some(bytes) => {
+                    let outcome = py.detach(|| analyze_in_memory(&bytes));
+                    return self.answer(outcome, imports_mode);
+                }
+                None => {
+                    return analyze_capture(py, job.path.clone(), Vec::new(), None, false, imports)
+                }
+            }
         }
-        let job = Arc::clone(&self.job);
         let outcome = py.detach(move || {
             let mut outcome = job.outcome.lock().unwrap_or_else(PoisonError::into_inner);
             loop {
@@ -243,6 +340,10 @@ impl AnalysisAlongside {
                     .unwrap_or_else(PoisonError::into_inner);
             }
         });
+        self.answer(outcome, imports_mode)
+    }
+
+    fn answer(&self, outcome: Outcome, imports: ImportFrames) -> PyResult<PyCapture> {
         match outcome {
             Ok((analysis, metadata, summary)) => Ok(analyzed(
                 self.job.path.clone(),
@@ -250,7 +351,7 @@ impl AnalysisAlongside {
                 analysis,
                 metadata,
                 summary,
-                imports_mode,
+                imports,
             )),
             Err(e) => Err(capture_error(&self.job.path, &e)),
         }

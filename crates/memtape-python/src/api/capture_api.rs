@@ -10,9 +10,12 @@ use crate::session::{capture_session, process_memory};
 static NATIVE_STACKS_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Starts recording every allocation and free into a capture file (with the native
-/// stack of each allocation too when `native_stacks`).
+/// stack of each allocation too when `native_stacks`). `in_memory`: the capture is held
+/// in memory until it grows past 1 MiB, and one that ends smaller never makes its file:
+/// only `_analyze_alongside(path)`'s result reads it then (the pytest plugin's capture of
+/// a test whose file is not kept).
 #[pyfunction]
-#[pyo3(signature = (path, metadata_json, min_size=0, native=false, native_stacks=false))]
+#[pyo3(signature = (path, metadata_json, min_size=0, native=false, native_stacks=false, in_memory=false))]
 pub(crate) fn _start_capture<'py>(
     py: Python<'py>,
     path: std::path::PathBuf,
@@ -20,9 +23,10 @@ pub(crate) fn _start_capture<'py>(
     min_size: u64,
     native: bool,
     native_stacks: bool,
+    in_memory: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     own_work(py, || {
-        capture_session::start(py, &path, metadata_json, min_size)?;
+        capture_session::start(py, &path, metadata_json, min_size, in_memory)?;
         if native_stacks {
             native_memory::unwind::native_stacks::enable();
             NATIVE_STACKS_ON.store(true, std::sync::atomic::Ordering::Release);
@@ -38,15 +42,18 @@ pub(crate) fn _start_capture<'py>(
 
 /// Finishes the capture file, noting how the program ended (`exit`: "normal",
 /// "exception" or "signal", and its exit status; None where there is none to give: an
-/// attached process goes on running) in the trailer. Returns `(events, bytes written)`.
-/// Builds the trailer in Rust: nothing is allocated on the Python heap while the capture
-/// still records.
+/// attached process goes on running) in the trailer, with the process' memory now unless
+/// `process_memory` is false (the pytest plugin's capture per test, read and deleted at
+/// once: the reading costs more than a tiny test's capture). Returns `(events, bytes
+/// written)`. Builds the trailer in Rust: nothing is allocated on the Python heap while
+/// the capture still records.
 #[pyfunction]
-#[pyo3(signature = (exit="normal", exit_code=Some(0)))]
+#[pyo3(signature = (exit="normal", exit_code=Some(0), process_memory=true))]
 pub(crate) fn _stop_capture(
     py: Python<'_>,
     exit: &str,
     exit_code: Option<i64>,
+    process_memory: bool,
 ) -> PyResult<(u64, u64)> {
     let exit = serde_json::Value::from(exit);
     let exit_code = serde_json::Value::from(exit_code);
@@ -65,16 +72,22 @@ pub(crate) fn _stop_capture(
         native_memory::unwind::native_stacks::disable();
     }
     native_memory::stop(native_memory::SINK_CAPTURE);
-    let (rss_at_end, peak_rss) = process_memory::reading_json_and_peak();
-    let rss_at_end = rss_at_end.unwrap_or_else(|| "null".to_owned());
+    let (rss_at_end, max_rss) = if process_memory {
+        let (rss_at_end, peak_rss) = process_memory::reading_json_and_peak();
+        (
+            rss_at_end.unwrap_or_else(|| "null".to_owned()),
+            max_rss_bytes(peak_rss).to_string(),
+        )
+    } else {
+        ("null".to_owned(), "null".to_owned())
+    };
     capture_session::stop(
         py,
         &format!(
-            ", \"exit\": {exit}, \"exit_code\": {exit_code}, \"max_rss_bytes\": {}, \
+            ", \"exit\": {exit}, \"exit_code\": {exit_code}, \"max_rss_bytes\": {max_rss}, \
              \"rss_at_end\": {rss_at_end}, \"memtape_own_peak_bytes\": {}, \
              \"native\": {{\"patched_slots\": {slots}, \"unknown_frees\": {unknown_frees}, \
              \"missed_reentrant\": {reentered}, \"private_allocators\": {private}}}",
-            max_rss_bytes(peak_rss),
             process_memory::own_growth_at_peak()
         ),
     )

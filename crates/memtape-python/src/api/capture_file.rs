@@ -221,12 +221,31 @@ pub(super) fn run_info(
     metadata: &str,
     summary: &ReadSummary,
 ) -> (RunInfo, usize, Vec<String>) {
-    let meta: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
-    let trailer: serde_json::Value = summary
+    let (meta, trailer) = header_and_trailer(metadata, summary);
+    run_info_of(path, &meta, &trailer, summary)
+}
+
+/// The metadata and the trailer (null when there is none), parsed.
+pub(super) fn header_and_trailer(
+    metadata: &str,
+    summary: &ReadSummary,
+) -> (serde_json::Value, serde_json::Value) {
+    let meta = serde_json::from_str(metadata).unwrap_or_default();
+    let trailer = summary
         .trailer_json
         .as_deref()
         .and_then(|t| serde_json::from_str(t).ok())
         .unwrap_or_default();
+    (meta, trailer)
+}
+
+/// [`run_info`] of the metadata and trailer parsed.
+pub(super) fn run_info_of(
+    path: &Path,
+    meta: &serde_json::Value,
+    trailer: &serde_json::Value,
+    summary: &ReadSummary,
+) -> (RunInfo, usize, Vec<String>) {
     let text =
         |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
     let info = RunInfo {
@@ -240,13 +259,13 @@ pub(super) fn run_info(
                     .collect()
             })
             .unwrap_or_default(),
-        command: text(&meta, "command"),
-        python: text(&meta, "python"),
-        platform: text(&meta, "platform"),
+        command: text(meta, "command"),
+        python: text(meta, "python"),
+        platform: text(meta, "platform"),
         pid: meta.get("pid").and_then(|p| p.as_u64()),
-        tool_version: text(&meta, "tool_version"),
+        tool_version: text(meta, "tool_version"),
         start_time_ns: meta.get("start_time_ns").and_then(|p| p.as_u64()),
-        exit: text(&trailer, "exit"),
+        exit: text(trailer, "exit"),
         exit_code: trailer.get("exit_code").and_then(serde_json::Value::as_i64),
         cut_short: !summary.complete,
         attached: meta
@@ -297,7 +316,11 @@ fn private_allocator(v: &serde_json::Value) -> Option<PrivateAllocator> {
 /// The metadata's `file_names`: generated file names (a notebook cell's) and the names
 /// reports show for them (`Cell In[3]`).
 pub(super) fn shown_file_names(metadata: &str) -> HashMap<String, String> {
-    let meta: serde_json::Value = serde_json::from_str(metadata).unwrap_or_default();
+    shown_file_names_of(&serde_json::from_str(metadata).unwrap_or_default())
+}
+
+/// [`shown_file_names`] of the metadata parsed.
+pub(super) fn shown_file_names_of(meta: &serde_json::Value) -> HashMap<String, String> {
     meta.get("file_names")
         .and_then(|m| m.as_object())
         .map(|m| {

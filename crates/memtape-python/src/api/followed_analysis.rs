@@ -29,8 +29,8 @@ const POLL: Duration = Duration::from_millis(50);
 /// The analysis `analyze_capture(path, time_window=False)` gives, of a capture file read
 /// as it grows until `finished` is set (the writer has written its last byte), looking
 /// again every `poll` at most at its end: the metadata and what the reading found too.
-pub(super) fn analyze_following(
-    file: File,
+pub(super) fn analyze_following<R: Read>(
+    file: R,
     finished: Arc<AtomicBool>,
     poll: Duration,
 ) -> Result<(Analysis, String, ReadSummary), CaptureError> {

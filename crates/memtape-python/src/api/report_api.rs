@@ -19,7 +19,9 @@ use pyo3::types::{PyList, PyTuple};
 
 use super::capture_analysis::PyCapture;
 use super::capture_exports;
-use super::capture_file::{open, parse_moment, run_info, shown_file_names, stream_into};
+use super::capture_file::{
+    header_and_trailer, open, parse_moment, run_info_of, shown_file_names_of, stream_into,
+};
 
 /// Streams `path` once and returns its analysis. `moments` are `marker:LABEL` or
 /// `time:NS` specs whose live sets can then be read as `moment:0`, `moment:1`, ...
@@ -66,12 +68,9 @@ pub(super) fn analyzed(
     imports: ImportFrames,
 ) -> PyCapture {
     let mut analyzed = analysis.finish();
-    let (mut info, nframe, launcher_files) = run_info(&path, &metadata, &summary);
-    let written = summary
-        .trailer_json
-        .as_deref()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
-        .and_then(|t| t.get("events")?.as_u64());
+    let (meta, trailer) = header_and_trailer(&metadata, &summary);
+    let (mut info, nframe, launcher_files) = run_info_of(&path, &meta, &trailer, &summary);
+    let written = trailer.get("events").and_then(serde_json::Value::as_u64);
     info.damage = damage_note(
         &summary,
         written,
@@ -79,7 +78,7 @@ pub(super) fn analyzed(
         &analyzed.result.totals,
     );
     analyzed.symbols.hide_launcher_frames(launcher_files);
-    analyzed.symbols.show_files_as(&shown_file_names(&metadata));
+    analyzed.symbols.show_files_as(&shown_file_names_of(&meta));
     analyzed.symbols.set_import_frames(imports);
     PyCapture {
         path,

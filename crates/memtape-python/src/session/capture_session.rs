@@ -2,10 +2,7 @@
 //! flusher that writes full blocks without the lock or the GIL (so a killed process leaves
 //! every flushed block readable), marks, stopping it, and a forked child's share.
 
-use std::fs::File;
-use std::io::BufWriter;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -14,11 +11,13 @@ use memtape_core::capture::{CaptureFileWriter, Journal, JournalWriter};
 use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
 
+use super::capture_output::CaptureOutput;
 use super::signal_mask::spawn_own_thread;
+use super::spare_buffers;
 use super::stack_resolution::{self, queue_resolution, resolve_new_stacks};
 use crate::intercept::{hooks, numpy_handler};
 use crate::record::recorder::{self, with_recorder, RECORDER};
-use crate::sinks::capture_sink::{CaptureSink, JOURNAL_CAPACITY};
+use crate::sinks::capture_sink::CaptureSink;
 use crate::sinks::flusher_wake::{wake, Wake};
 use crate::sinks::journal_backlog;
 use crate::thread::hook_mode::HookMode;
@@ -31,7 +30,7 @@ const FLUSH_INTERVAL: Duration = Duration::from_millis(25);
 /// alloc_heavy's capture 7 % smaller.
 const BLOCK_TARGET: usize = 1024 * 1024;
 
-type FileWriter = JournalWriter<BufWriter<File>>;
+type FileWriter = JournalWriter<CaptureOutput>;
 
 /// The running capture's writer thread.
 enum Flusher {
@@ -54,12 +53,25 @@ impl Flusher {
 
 /// A writer thread kept from one capture to the next while [`KEEP_WORKER`] is set (the
 /// pytest plugin's capture per test), instead of a thread started and joined for each
-/// capture: it takes each capture's writer from `jobs` and hands it back on `done`.
+/// capture. The capture's writer lies in `slot` while it records: the thread takes the
+/// journal and writes under the slot's lock at each look, and the capture's stop takes
+/// the writer out of it, without waking the thread and waiting for its answer (a round
+/// trip between two threads, which a tiny test's whole capture cost less than).
 struct Worker {
-    jobs: Sender<FileWriter>,
-    done: Receiver<std::io::Result<FileWriter>>,
+    slot: Arc<Mutex<Slot>>,
+    ending: Arc<AtomicBool>,
     handle: JoinHandle<()>,
     pid: u32,
+}
+
+/// What the kept writer thread holds between captures and during one.
+enum Slot {
+    /// No capture records.
+    Idle,
+    /// A capture records: its writer, and since when records have been held unwritten.
+    Writing(Box<FileWriter>, Option<Instant>),
+    /// The capture's writing failed (disk full, the file gone): the capture stopped.
+    Failed(std::io::Error),
 }
 
 static FLUSHER: Mutex<Option<Flusher>> = Mutex::new(None);
@@ -71,52 +83,94 @@ static CAPTURE_PID: AtomicU32 = AtomicU32::new(0);
 /// Takes the journal at each look (every `FLUSH_INTERVAL`, or when the hooks wake it for
 /// a full one) and encodes it. A block is written when it reaches `BLOCK_TARGET`, at each
 /// look the timer made, and once its first records have waited `FLUSH_INTERVAL`.
-fn flusher_loop(mut writer: FileWriter, wake: Arc<Wake>) -> std::io::Result<FileWriter> {
-    let mut journal = Journal::with_capacity(JOURNAL_CAPACITY);
+fn flusher_loop(writer: FileWriter, wake: Arc<Wake>) -> std::io::Result<FileWriter> {
+    let mut journal = spare_buffers::journal();
+    let written = flush_until_stopped(writer, &wake, &mut journal);
+    spare_buffers::give_journal(journal);
+    written
+}
+
+fn flush_until_stopped(
+    mut writer: FileWriter,
+    wake: &Wake,
+    journal: &mut Journal,
+) -> std::io::Result<FileWriter> {
     let mut held_since: Option<Instant> = None;
     loop {
-        let (woken, stopping) = {
-            let guard = wake.flag.lock().unwrap_or_else(|e| e.into_inner());
-            let (mut guard, _) = wake
-                .cond
-                .wait_timeout_while(guard, FLUSH_INTERVAL, |f| !f.0 && !f.1)
-                .unwrap_or_else(|e| e.into_inner());
-            let woken = guard.0;
-            guard.0 = false;
-            (woken, guard.1)
-        };
-        // `journal` is empty here; it holds what the hooks appended since the last look
-        // (nothing, when no capture records).
-        let unresolved = {
-            let mut guard = RECORDER.lock();
-            match guard.as_mut() {
-                Some(rec) => {
-                    let len = rec.stacks.len();
-                    match rec.capture.as_mut() {
-                        Some(sink) => {
-                            sink.take_journal(&mut journal);
-                            sink.resolved_upto() < len
-                        }
-                        None => false,
-                    }
-                }
-                None => false,
-            }
-        };
-        if unresolved {
-            queue_resolution();
-        }
-        if let Err(e) = write_journal(&mut writer, &journal, &mut held_since, !woken || stopping) {
-            // Disk full or gone: stop capturing, keep the program running.
-            with_recorder(|rec| rec.capture = None);
-            recorder::publish();
-            return Err(e);
-        }
-        journal.clear();
+        let (woken, stopping) = wait_for_look(wake);
+        look(&mut writer, journal, &mut held_since, !woken || stopping)?;
         if stopping {
             return Ok(writer);
         }
     }
+}
+
+/// Waits until the hooks wake the flusher for a full journal, a stop asks for the last
+/// look, or `FLUSH_INTERVAL` has passed; returns `(woken, stopping)`.
+fn wait_for_look(wake: &Wake) -> (bool, bool) {
+    let guard = wake.flag.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut guard, _) = wake
+        .cond
+        .wait_timeout_while(guard, FLUSH_INTERVAL, |f| !f.0 && !f.1)
+        .unwrap_or_else(|e| e.into_inner());
+    let woken = guard.0;
+    guard.0 = false;
+    (woken, guard.1)
+}
+
+/// One look: takes what the hooks appended to the capture's journal since the last one
+/// (nothing, when no capture records) into `journal` (empty, and left empty), and
+/// encodes and writes it ([`write_journal`]). On a write error the capture stops, the
+/// program goes on.
+fn look(
+    writer: &mut FileWriter,
+    journal: &mut Journal,
+    held_since: &mut Option<Instant>,
+    look_ends: bool,
+) -> std::io::Result<()> {
+    let unresolved = {
+        let mut guard = RECORDER.lock();
+        match guard.as_mut() {
+            Some(rec) => {
+                let len = rec.stacks.len();
+                match rec.capture.as_mut() {
+                    Some(sink) => {
+                        sink.take_journal(journal);
+                        sink.resolved_upto() < len
+                    }
+                    None => false,
+                }
+            }
+            None => false,
+        }
+    };
+    if unresolved {
+        queue_resolution();
+    }
+    let written = write_journal(writer, journal, held_since, look_ends);
+    journal.clear();
+    if written.is_err() {
+        // Disk full or gone: stop capturing, keep the program running.
+        with_recorder(|rec| rec.capture = None);
+        recorder::publish();
+    }
+    written
+}
+
+/// The kept writer thread ([`Worker`]): a look at each wake-up while `slot` holds a
+/// capture's writer, until `ending`.
+fn worker_loop(slot: &Mutex<Slot>, ending: &AtomicBool, wake: &Wake) {
+    let mut journal = spare_buffers::journal();
+    while !ending.load(Ordering::Acquire) {
+        let (woken, _) = wait_for_look(wake);
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Slot::Writing(writer, held_since) = &mut *slot {
+            if let Err(e) = look(writer, &mut journal, held_since, !woken) {
+                *slot = Slot::Failed(e);
+            }
+        }
+    }
+    spare_buffers::give_journal(journal);
 }
 
 /// Encodes `journal`, and writes the block being filled when `look_ends`
@@ -144,12 +198,14 @@ fn write_journal(
     Ok(())
 }
 
-/// Starts capturing to `path` (created or truncated) with the given metadata.
+/// Starts capturing to `path` (created or truncated) with the given metadata; `in_memory`:
+/// held in memory until it grows large (see [`CaptureOutput`]).
 pub(crate) fn start(
     py: Python<'_>,
     path: &std::path::Path,
     metadata_json: &str,
     min_size: u64,
+    in_memory: bool,
 ) -> PyResult<()> {
     if with_recorder(|rec| rec.capture.is_some()) {
         return Err(PyRuntimeError::new_err(
@@ -160,11 +216,20 @@ pub(crate) fn start(
         released.release(py);
     }
     super::process_memory::reset_own_peak();
-    let file = File::create(path)
-        .map_err(|e| PyOSError::new_err(format!("cannot create {}: {e}", path.display())))?;
-    let file = CaptureFileWriter::new(BufWriter::with_capacity(1 << 20, file), metadata_json)
+    let output = if in_memory {
+        CaptureOutput::in_memory(path)
+    } else {
+        CaptureOutput::create(path)
+            .map_err(|e| PyOSError::new_err(format!("cannot create {}: {e}", path.display())))?
+    };
+    // Each block and the trailer go out whole (the writer frames them first): the buffer
+    // holds the header only.
+    let file = CaptureFileWriter::new(output, metadata_json)
         .map_err(|e| PyOSError::new_err(format!("cannot write {}: {e}", path.display())))?;
-    let writer = JournalWriter::new(file, BLOCK_TARGET);
+    let writer = match spare_buffers::encoder() {
+        Some(encoder) => JournalWriter::with_encoder(file, BLOCK_TARGET, encoder),
+        None => JournalWriter::new(file, BLOCK_TARGET),
+    };
     *FAILURE.lock().unwrap_or_else(|e| e.into_inner()) = None;
     {
         let mut f = wake().flag.lock().unwrap_or_else(|e| e.into_inner());
@@ -190,7 +255,8 @@ pub(crate) fn start(
     *FLUSHER.lock().unwrap_or_else(|e| e.into_inner()) = Some(flusher);
     numpy_handler::sync(py, true);
     hooks::install(py);
-    with_recorder(|rec| rec.capture = Some(CaptureSink::new(min_size)));
+    let journal = spare_buffers::journal();
+    with_recorder(|rec| rec.capture = Some(CaptureSink::with_journal(min_size, journal)));
     recorder::publish();
     Ok(())
 }
@@ -209,34 +275,24 @@ fn hand_to_worker(writer: FileWriter) -> PyResult<()> {
     let running = match worker.take() {
         Some(running) => running,
         None => {
-            let (jobs, taken) = channel::<FileWriter>();
-            let (finished, done) = channel();
-            let wake = Arc::clone(wake());
+            let slot = Arc::new(Mutex::new(Slot::Idle));
+            let ending = Arc::new(AtomicBool::new(false));
+            let (s, e, wake) = (Arc::clone(&slot), Arc::clone(&ending), Arc::clone(wake()));
             // As for a capture's own thread: started before native tracing, Untraced.
             let handle = spawn_own_thread("memtape-flusher", HookMode::Untraced, move || {
-                while let Ok(writer) = taken.recv() {
-                    if finished
-                        .send(flusher_loop(writer, Arc::clone(&wake)))
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
+                worker_loop(&s, &e, &wake);
             })
             .map_err(writer_thread_error)?;
             Worker {
-                jobs,
-                done,
+                slot,
+                ending,
                 handle,
                 pid: std::process::id(),
             }
         }
     };
-    // The thread waits for `jobs` as long as `running` holds its sender.
-    running
-        .jobs
-        .send(writer)
-        .map_err(|_| PyRuntimeError::new_err("the capture writer thread failed"))?;
+    // Idle: the thread holds the lock only to see that (no capture records yet).
+    *running.slot.lock().unwrap_or_else(|e| e.into_inner()) = Slot::Writing(Box::new(writer), None);
     *worker = Some(running);
     Ok(())
 }
@@ -246,6 +302,7 @@ fn hand_to_worker(writer: FileWriter) -> PyResult<()> {
 /// capture stops.
 pub(crate) fn keep_writer_thread(py: Python<'_>, on: bool) {
     KEEP_WORKER.store(on, Ordering::Release);
+    spare_buffers::keep(on);
     let busy = FLUSHER
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -269,7 +326,12 @@ fn end(py: Python<'_>, worker: Worker) {
         std::mem::forget(worker); // the parent's: no such thread here
         return;
     }
-    drop(worker.jobs); // its loop ends
+    worker.ending.store(true, Ordering::Release);
+    {
+        let mut f = wake().flag.lock().unwrap_or_else(|e| e.into_inner());
+        f.0 = true; // a wake-up, which it takes for the end
+        wake().cond.notify_all();
+    }
     let _ = py.detach(|| worker.handle.join());
 }
 
@@ -302,13 +364,16 @@ pub(crate) fn stop(py: Python<'_>, trailer_fields: &str) -> PyResult<(u64, u64)>
     });
     resolve_new_stacks(py);
     let mut last = Journal::default();
-    let events = with_recorder(|rec| match rec.capture.take() {
+    let (events, sink) = with_recorder(|rec| match rec.capture.take() {
         Some(mut sink) => {
             sink.take_journal(&mut last);
-            sink.events()
+            (sink.events(), Some(sink))
         }
-        None => 0,
+        None => (0, None),
     });
+    if let Some(sink) = sink {
+        spare_buffers::give_journal(sink.into_journal()); // outside the recorder lock
+    }
     recorder::publish();
     if !recorder::hooks_active() {
         hooks::uninstall(py);
@@ -323,27 +388,31 @@ pub(crate) fn stop(py: Python<'_>, trailer_fields: &str) -> PyResult<(u64, u64)>
             "the capture belongs to the parent process",
         ));
     }
-    {
-        let mut f = wake().flag.lock().unwrap_or_else(|e| e.into_inner());
-        *f = (true, true);
-        wake().cond.notify_one();
-    }
     let joined = match flusher {
-        Flusher::Own { handle, .. } => py.detach(|| handle.join()),
+        Flusher::Own { handle, .. } => {
+            {
+                let mut f = wake().flag.lock().unwrap_or_else(|e| e.into_inner());
+                *f = (true, true);
+                wake().cond.notify_one();
+            }
+            py.detach(|| handle.join())
+        }
         Flusher::Kept { .. } => {
             // Taken out while waiting, so that no lock is held meanwhile (a fork then
-            // would leave it locked in the child).
+            // would leave it locked in the child). The thread is not woken: the writer is
+            // taken from it, once its look (if it is in one) has written what it took.
             let worker = WORKER.lock().unwrap_or_else(|e| e.into_inner()).take();
             let handed_back = worker.map(|w| {
-                let (w, result) = py.detach(move || {
-                    let result = w.done.recv();
-                    (w, result)
+                let slot = py.detach(|| {
+                    let mut slot = w.slot.lock().unwrap_or_else(|e| e.into_inner());
+                    std::mem::replace(&mut *slot, Slot::Idle)
                 });
                 keep_or_end(py, w);
-                result
+                slot
             });
             match handed_back {
-                Some(Ok(result)) => Ok(result),
+                Some(Slot::Writing(writer, _)) => Ok(Ok(*writer)),
+                Some(Slot::Failed(e)) => Ok(Err(e)),
                 _ => {
                     Err(Box::new("the kept writer thread is gone") as Box<dyn std::any::Any + Send>)
                 }
@@ -362,10 +431,13 @@ pub(crate) fn stop(py: Python<'_>, trailer_fields: &str) -> PyResult<(u64, u64)>
     let end_ns = thread_id::now_ns();
     let trailer = format!("{{\"events\": {events}, \"end_time_ns\": {end_ns}{trailer_fields}}}");
     py.detach(|| -> std::io::Result<u64> {
-        writer.add(&last)?;
-        writer.flush_block()?;
-        let bytes = writer.bytes_written();
-        writer.finish(&trailer)?;
+        let added = writer.add(&last);
+        spare_buffers::give_journal(last);
+        added?;
+        let (finished, encoder) = writer.finish_keeping_encoder(&trailer);
+        spare_buffers::give_encoder(encoder);
+        let (output, bytes) = finished?;
+        output.finished();
         Ok(bytes)
     })
     .map(|bytes| (events, bytes))

@@ -51,9 +51,14 @@ pub(crate) struct CaptureSink {
 
 impl CaptureSink {
     /// A sink recording allocations of at least `min_size` bytes, starting now.
+    #[cfg(test)]
     pub(crate) fn new(min_size: u64) -> CaptureSink {
+        Self::with_journal(min_size, Journal::with_capacity(JOURNAL_CAPACITY))
+    }
+
+    /// As [`new`](Self::new), appending to `journal` (empty) until the flusher takes it.
+    pub(crate) fn with_journal(min_size: u64, mut journal: Journal) -> CaptureSink {
         journal_backlog::reset();
-        let mut journal = Journal::with_capacity(JOURNAL_CAPACITY);
         journal.time(0);
         CaptureSink {
             journal,
@@ -76,6 +81,11 @@ impl CaptureSink {
     /// The smallest allocation recorded.
     pub(crate) fn min_size(&self) -> u64 {
         self.min_size
+    }
+
+    /// The journal being filled, for another capture once this one is over.
+    pub(crate) fn into_journal(self) -> Journal {
+        self.journal
     }
 
     /// Records nothing more (the capture is stopping).

@@ -12,6 +12,10 @@ pytest's and to pytest-memray's.
 
     python3 benchmarks/pytest_plugin.py --python .venv-3.11/bin/python           # 3 runs
     python3 benchmarks/pytest_plugin.py --runs 1 --suites tiny --tiny-tests 500
+    python3 benchmarks/pytest_plugin.py --quick     # one run, small: checks that it works
+
+``--quick`` runs each suite small (150 tiny tests; more-itertools' ``test_recipes.py``
+only), once: its numbers mean nothing.
 
 The interpreter measured needs pytest, pytest-memray and memtape (``scripts/venv.sh``).
 """
@@ -62,8 +66,9 @@ class Suite:
     targets: tuple[str, ...]
 
 
-def fetch_more_itertools(python: str, work: Path) -> Suite:
-    """more-itertools' unpacked sdist (downloaded and unpacked once)."""
+def fetch_more_itertools(python: str, work: Path, quick: bool = False) -> Suite:
+    """more-itertools' unpacked sdist (downloaded and unpacked once); ``quick``: one of
+    its test files."""
     source = work / f"more_itertools-{VERSION}"
     if not (source / "tests").is_dir():
         work.mkdir(parents=True, exist_ok=True)
@@ -73,7 +78,7 @@ def fetch_more_itertools(python: str, work: Path) -> Suite:
             subprocess.run([*pip, f"{PROJECT}=={VERSION}", "-d", str(work)], check=True)
         with tarfile.open(sdist) as archive:
             archive.extractall(work, filter="data")
-    return Suite("more-itertools", source, ("tests",))
+    return Suite("more-itertools", source, ("tests/test_recipes.py",) if quick else ("tests",))
 
 
 def write_tiny_suite(work: Path, tests: int) -> Suite:
@@ -167,7 +172,10 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=HERE / "out" / "pytest_plugin")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     parser.add_argument("--json", type=Path, help="write the numbers here too")
+    parser.add_argument("--quick", action="store_true", help="small suites, one run")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.tiny_tests = 1, 150
     names = args.modes.split(",")
     suites = args.suites.split(",")
     if sorted(set(names) - set(MODES)) or sorted(set(suites) - set(SUITES)):
@@ -179,7 +187,7 @@ def main() -> None:
         if name == "tiny":
             suite = write_tiny_suite(args.work, args.tiny_tests)
         else:
-            suite = fetch_more_itertools(python, args.work)
+            suite = fetch_more_itertools(python, args.work, args.quick)
         results = [Mode(m, MODES[m]) for m in names]
         for run in range(args.runs):
             for mode in results:

@@ -12,7 +12,10 @@ different times (``--pause`` seconds between rounds):
   beside memray ``--native`` and peak RSS (untraced, ``memtape run``, ``memtape run -q``,
   memray);
 - ``reports.py``: ``memtape stats`` and the flame graph on alloc_heavy's 36 M-event capture,
-  memray's beside them.
+  memray's beside them;
+- ``pytest_plugin.py``: plain ``pytest``, ``pytest --memray`` and ``pytest --memtape`` on
+  more-itertools' own suite and on 5,000 tiny tests (``--pytest-runs`` runs each per round,
+  default 1: a round of them takes about three minutes).
 
 Each round's value of a target comes from that round's runs (medians over ``--runs``,
 interleaved); the table shows every round's value, their median, the target and whether
@@ -73,7 +76,9 @@ BUSY_LOADAVG = 1.0
 # The full measurement's options: three rounds five minutes apart.
 FULL_RUN = ("--rounds", "3", "--pause", "300", "--write")
 DEFAULT_MYPY_TARGET = str(ROOT / "python" / "memtape")
-PARTS = ("hot", "deep", "mypy", "mypy-native", "native", "reports")
+PARTS = ("hot", "deep", "mypy", "mypy-native", "native", "reports", "pytest")
+# pytest_plugin.py's suites, and how the page names them.
+PYTEST_SUITES = {"more-itertools": "more-itertools' suite", "tiny": "5,000 tiny tests"}
 HOT_CONFIGS = "untraced,tracemalloc1,memtape1,memtape25,memray,memtape-events,memtape-capture"
 DEEP_CONFIGS = "untraced,memtape25,memray"
 NATIVE_CONFIGS = "untraced,memtape-summary,memtape,memtape-native,memray,memray-native"
@@ -234,6 +239,33 @@ def reports_mb_beside(data: Round) -> str:
     return f"memray stats {megabytes(mb[0])}, flame graph {megabytes(mb[1])}"
 
 
+def pytest_wall(data: Round, suite: str, mode: str) -> float | None:
+    """The median wall time of ``pytest`` (plain, memray or memtape) on ``suite``."""
+    found = data.get("pytest", {}).get(suite, {}).get(mode)
+    return found["median_s"] if found else None
+
+
+def pytest_ratio(suite: str) -> Callable[[Round], float | None]:
+    def read(data: Round) -> float | None:
+        return ratio(pytest_wall(data, suite, "memtape"), pytest_wall(data, suite, "plain"))
+
+    return read
+
+
+def pytest_beside(suite: str) -> Callable[[Round], str]:
+    def text(data: Round) -> str:
+        plain, memray, memtape = (pytest_wall(data, suite, m) for m in PYTEST_MODES)
+        return (
+            f"pytest {seconds(plain)}, --memray {seconds(memray)} "
+            f"({times(ratio(memray, plain))}), --memtape {seconds(memtape)}"
+        )
+
+    return text
+
+
+PYTEST_MODES = ("plain", "memray", "memtape")
+
+
 def times(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
@@ -371,6 +403,18 @@ TARGETS = (
         )
         for workload in NATIVE_SCRIPTS
     ),
+    *(
+        Target(
+            f"`pytest --memtape` on {shown} (wall) / plain `pytest`",
+            "<= 1.30x",
+            at_most(1.30),
+            pytest_ratio(suite),
+            times,
+            pytest_beside(suite),
+            "pytest",
+        )
+        for suite, shown in PYTEST_SUITES.items()
+    ),
     Target(
         "alloc_heavy peak RSS overhead: `memtape run` / memray",
         "<= 1.00 (memray's)",
@@ -486,6 +530,11 @@ class Session:
             report_args = ["--script", script, "--runs", runs, "--json", str(out)]
             if self.script("reports.py", *report_args, output=out, part="reports"):
                 data["reports"] = json.loads(out.read_text())
+        if "pytest" in args.parts:
+            out = folder / "pytest.json"
+            plugin_args = ["--runs", str(args.pytest_runs), *quick, "--json", str(out)]
+            if self.script("pytest_plugin.py", *plugin_args, output=out, part="pytest"):
+                data["pytest"] = json.loads(out.read_text())
         data["loadavg_end"] = os.getloadavg()
         data["seconds"] = time.perf_counter() - start
         return data
@@ -594,6 +643,28 @@ def workload_table(rounds: list[Round]) -> list[str]:
     return lines
 
 
+def pytest_table(rounds: list[Round]) -> list[str]:
+    """Wall seconds of plain pytest, pytest --memray and pytest --memtape per suite."""
+    lines = [
+        "The pytest plugin: wall seconds of a whole `pytest -q` run (start-up included), "
+        "medians over the rounds (pytest_plugin.py), and each beside plain `pytest`:",
+        "",
+        "| suite | `pytest` | `pytest --memray` | `pytest --memtape` |",
+        "|---|---|---|---|",
+    ]
+    for suite, shown in PYTEST_SUITES.items():
+        walls = {
+            mode: median_over_rounds([pytest_wall(d, suite, mode) for d in rounds])
+            for mode in PYTEST_MODES
+        }
+        cells = [
+            f"{seconds(walls[mode])} ({times(ratio(walls[mode], walls['plain']))})"
+            for mode in PYTEST_MODES
+        ]
+        lines.append(f"| {shown} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def render(raw: dict[str, Any]) -> str:
     """The table between the markers, from what a run saved (its raw JSON)."""
     meta, rounds = raw["meta"], raw["rounds"]
@@ -633,7 +704,8 @@ def render(raw: dict[str, Any]) -> str:
         f"- date: {meta['started']}; commit {meta['commit']}",
         f"- {meta['interpreter']}; {meta['machine']}",
         f"- {len(rounds)} round(s), {args.runs} run(s) per configuration in each "
-        f"round, {args.pause:g} s between rounds; parts: {', '.join(args.parts)}",
+        f"round ({getattr(args, 'pytest_runs', 1)} of each pytest mode), {args.pause:g} s "
+        f"between rounds; parts: {', '.join(args.parts)}",
     ]
     for index, data in enumerate(rounds, 1):
         start = ", ".join(f"{v:.2f}" for v in data["loadavg_start"])
@@ -672,7 +744,10 @@ def render(raw: dict[str, Any]) -> str:
             beside + (" (last round)" if len(rounds) > 1 and beside else ""),
         ]
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", *workload_table(rounds), "", END]
+    lines += ["", *workload_table(rounds)]
+    if "pytest" in args.parts:
+        lines += ["", *pytest_table(rounds)]
+    lines += ["", END]
     return "\n".join(lines) + "\n"
 
 
@@ -695,6 +770,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--pause", type=float, default=0.0, help="seconds between rounds (default 0)")
     p.add_argument(
         "--runs", type=int, help="runs per configuration in each round (default 3; --quick 1)"
+    )
+    p.add_argument(
+        "--pytest-runs",
+        type=int,
+        default=1,
+        help="runs of each pytest mode on each suite in each round (default 1)",
     )
     p.add_argument("--quick", action="store_true", help="smallest sizes, to check it works")
     p.add_argument(
@@ -750,7 +831,16 @@ def main(argv: list[str]) -> int:
         "machine": f"{platform.platform()}, {os.cpu_count()} CPUs",
         "args": {
             key: getattr(args, key)
-            for key in ("python", "rounds", "runs", "pause", "quick", "parts", "mypy_target")
+            for key in (
+                "python",
+                "rounds",
+                "runs",
+                "pytest_runs",
+                "pause",
+                "quick",
+                "parts",
+                "mypy_target",
+            )
         },
     }
     with tempfile.TemporaryDirectory(prefix="memtape-results-") as scratch:

@@ -109,6 +109,11 @@ def test_quick_write_puts_every_target_between_the_markers(tmp_path: Path) -> No
     # The peak RSS rows: untraced, memtape run, memtape run -q, memray, per program.
     assert "| program | untraced | `memtape run` | `memtape run -q` | memray |" in text
     assert re.search(r"\| alloc_heavy \| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9.]+ \| ", text)
+    # pytest, pytest --memray and pytest --memtape side by side on both suites.
+    assert "| suite | `pytest` | `pytest --memray` | `pytest --memtape` |" in text
+    for suite in ("more-itertools' suite", "5,000 tiny tests"):
+        cells = r" \| [0-9.]+ s \([0-9.]+x\)"
+        assert re.search(rf"\| {suite}{cells * 3} \|", text), (suite, text)
 
 
 def test_rounds_are_columns_and_parts_left_out_say_so() -> None:

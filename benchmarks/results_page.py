@@ -647,7 +647,8 @@ def pytest_table(rounds: list[Round]) -> list[str]:
     """Wall seconds of plain pytest, pytest --memray and pytest --memtape per suite."""
     lines = [
         "The pytest plugin: wall seconds of a whole `pytest -q` run (start-up included), "
-        "medians over the rounds (pytest_plugin.py), and each beside plain `pytest`:",
+        "each mode's median over the rounds (pytest_plugin.py), and in brackets that median "
+        "over plain `pytest`'s (the targets above take the median of each round's ratio):",
         "",
         "| suite | `pytest` | `pytest --memray` | `pytest --memtape` |",
         "|---|---|---|---|",

@@ -242,5 +242,7 @@ def test_a_capture_held_in_memory_makes_no_file_unless_it_grows(tmp_path: Path) 
     big = found["big"]
     assert big["file"] is True, big
     assert big["followed"] is True, big
-    assert big["events"] > 3_000_000 and big["complete"] is True, big
+    # 3.7 M events on 3.11, 1.2 M on 3.14 (fewer allocations per block); its file shows
+    # that it outgrew memory.
+    assert big["events"] > 500_000 and big["complete"] is True, big
     assert big["same"] is True, found

@@ -79,6 +79,7 @@ DEFAULT_MYPY_TARGET = str(ROOT / "python" / "memtape")
 PARTS = ("hot", "deep", "mypy", "mypy-native", "native", "reports", "pytest")
 # pytest_plugin.py's suites, and how the page names them.
 PYTEST_SUITES = {"more-itertools": "more-itertools' suite", "tiny": "5,000 tiny tests"}
+PYTEST_MODES = ("plain", "memray", "memtape")
 HOT_CONFIGS = "untraced,tracemalloc1,memtape1,memtape25,memray,memtape-events,memtape-capture"
 DEEP_CONFIGS = "untraced,memtape25,memray"
 NATIVE_CONFIGS = "untraced,memtape-summary,memtape,memtape-native,memray,memray-native"
@@ -261,9 +262,6 @@ def pytest_beside(suite: str) -> Callable[[Round], str]:
         )
 
     return text
-
-
-PYTEST_MODES = ("plain", "memray", "memtape")
 
 
 def times(value: float | None) -> str:

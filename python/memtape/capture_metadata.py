@@ -64,7 +64,6 @@ class MetadataSeries:
         native_heap: bool,
         launcher_files: list[str] | None,
     ) -> None:
-        self.key = (command, nframe, min_size, native_heap, launcher_files)
         shared = json.loads(
             capture_metadata(
                 command=command,

@@ -51,7 +51,7 @@ class Recording:
         # A capture kept for the user's reports notes the process' memory at its start and
         # end; one read and deleted at once does not (the readings cost more than a tiny
         # test's capture), and shares the rest of its metadata with the test before.
-        self.process_memory = keep
+        self.keep = keep
         if keep:
             meta = capture_metadata(
                 command="pytest call",
@@ -73,13 +73,12 @@ class Recording:
         """The test's numbers; ``leaks``: with the sites holding memory at the end (only a
         ``limit_leaks`` test needs them)."""
         _mlx.follow("pytest", False)
-        kept = self.process_memory
         try:
-            _native._stop_capture("normal", 0, kept)
+            _native._stop_capture("normal", 0, self.keep)
             # Not kept: removed once read, off this thread.
-            capture = self.analysis.result("hide", not kept)
+            capture = self.analysis.result("hide", not self.keep)
         except BaseException:
-            if not kept:
+            if not self.keep:
                 with contextlib.suppress(OSError):
                     os.unlink(self.path)
             raise
@@ -101,21 +100,21 @@ def _sites(capture: _native.Capture, at: str, limit: int) -> tuple[Site, ...]:
     )
 
 
-_series: list[MetadataSeries] = []
+# The last series' settings (native heap, runner files) and its shared metadata.
+_series: list[tuple[tuple[bool, list[str]], MetadataSeries]] = []
 
 
 def _metadata_series(native: bool, runner_files: list[str]) -> MetadataSeries:
-    """The shared metadata of the captures made with these settings (the last ones made
-    again when they change: the runner's files do when the stack or the plugins do)."""
-    key = ("pytest call", NFRAME, 0, native, runner_files)
-    if not _series or _series[0].key != key:
-        _series[:] = [
-            MetadataSeries(
-                command="pytest call",
-                nframe=NFRAME,
-                min_size=0,
-                native_heap=native,
-                launcher_files=runner_files,
-            )
-        ]
-    return _series[0]
+    """The shared metadata of the captures made with these settings (made again when they
+    change: the runner's files do when the stack or the plugins do)."""
+    settings = (native, runner_files)
+    if not _series or _series[0][0] != settings:
+        series = MetadataSeries(
+            command="pytest call",
+            nframe=NFRAME,
+            min_size=0,
+            native_heap=native,
+            launcher_files=runner_files,
+        )
+        _series[:] = [(settings, series)]
+    return _series[0][1]

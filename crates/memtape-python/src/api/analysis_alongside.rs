@@ -275,34 +275,7 @@ impl AnalysisAlongside {
             }
         }
     }
-}
 
-#[pymethods]
-impl AnalysisAlongside {
-    /// True when the follower thread read the capture (it ran long enough), False when
-    /// the caller reads it (or has not asked yet and the follower has not come to it).
-    #[getter]
-    fn followed(&self) -> bool {
-        self.job.state.load(Ordering::Acquire) == BY_FOLLOWER
-    }
-
-    /// result(imports="hide", remove=False) -> Capture
-    ///
-    /// The capture's analysis; call it once the capture has stopped (its writer has
-    /// written the last byte). Waits for the follower without the GIL. `remove`: the file
-    /// is removed once read (or unreadable), by the follower thread (soon after: it costs
-    /// the caller nothing) or here when there is none.
-    #[pyo3(signature = (imports="hide", remove=false))]
-    fn result(&mut self, py: Python<'_>, imports: &str, remove: bool) -> PyResult<PyCapture> {
-        let analysis = self.analysis(py, imports);
-        if remove {
-            remove_later(self.job.path.clone());
-        }
-        analysis
-    }
-}
-
-impl AnalysisAlongside {
     fn analysis(&mut self, py: Python<'_>, imports: &str) -> PyResult<PyCapture> {
         if self.ended {
             return Err(PyRuntimeError::new_err("this analysis' result was taken"));
@@ -355,6 +328,31 @@ impl AnalysisAlongside {
             )),
             Err(e) => Err(capture_error(&self.job.path, &e)),
         }
+    }
+}
+
+#[pymethods]
+impl AnalysisAlongside {
+    /// True when the follower thread read the capture (it ran long enough), False when
+    /// the caller reads it (or has not asked yet and the follower has not come to it).
+    #[getter]
+    fn followed(&self) -> bool {
+        self.job.state.load(Ordering::Acquire) == BY_FOLLOWER
+    }
+
+    /// result(imports="hide", remove=False) -> Capture
+    ///
+    /// The capture's analysis; call it once the capture has stopped (its writer has
+    /// written the last byte). Waits for the follower without the GIL. `remove`: the file
+    /// is removed once read (or unreadable), by the follower thread (soon after: it costs
+    /// the caller nothing) or here when there is none.
+    #[pyo3(signature = (imports="hide", remove=false))]
+    fn result(&mut self, py: Python<'_>, imports: &str, remove: bool) -> PyResult<PyCapture> {
+        let analysis = self.analysis(py, imports);
+        if remove {
+            remove_later(self.job.path.clone());
+        }
+        analysis
     }
 }
 

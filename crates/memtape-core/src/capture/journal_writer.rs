@@ -80,6 +80,17 @@ impl<W: Write> JournalWriter<W> {
         self.file.bytes_written()
     }
 
+    /// The output, as written so far.
+    pub fn get_ref(&self) -> &W {
+        self.file.get_ref()
+    }
+
+    /// Stores the blocks written from now on as they are
+    /// ([`CaptureFileWriter::store_blocks`]).
+    pub fn store_blocks(&mut self) {
+        self.file.store_blocks();
+    }
+
     /// Writes the block being filled, then the trailer; returns the output.
     pub fn finish(self, trailer_json: &str) -> io::Result<W> {
         self.finish_keeping_encoder(trailer_json)
@@ -192,5 +203,28 @@ mod tests {
         let (seen, blocks) = read_back(&file);
         assert_eq!(blocks, 1);
         assert_eq!(seen.len(), 1 + 20 + 1, "{seen:?}");
+    }
+
+    #[test]
+    fn stored_blocks_read_back_as_the_compressed_ones_do() {
+        let write = |stored: bool| {
+            let file = CaptureFileWriter::new(Vec::new(), "{}").unwrap();
+            let mut writer = JournalWriter::new(file, 1 << 16);
+            writer.add(&journal_of(0, 3000, 7)).unwrap();
+            if stored {
+                writer.store_blocks();
+            }
+            writer.add(&journal_of(3000, 3000, 9)).unwrap();
+            assert!(writer.get_ref().len() as u64 == writer.bytes_written());
+            writer.finish("{}").unwrap()
+        };
+        let (compressed, stored) = (write(false), write(true));
+        assert!(
+            stored.len() > compressed.len() + 10_000,
+            "the blocks after store_blocks are stored as they are: {} against {} bytes",
+            stored.len(),
+            compressed.len()
+        );
+        assert_eq!(read_back(&stored), read_back(&compressed));
     }
 }

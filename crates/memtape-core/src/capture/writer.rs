@@ -32,6 +32,8 @@ pub struct CaptureFileWriter<W: Write> {
     frame: Vec<u8>,
     bytes_written: u64,
     failed: bool,
+    /// Blocks are stored as they are from now on ([`store_blocks`](Self::store_blocks)).
+    stored: bool,
 }
 
 /// The compressor of the last writer that finished, with its level: the next writer at
@@ -76,6 +78,7 @@ impl<W: Write> CaptureFileWriter<W> {
             frame: Vec::with_capacity(16 + metadata.len() + 4),
             bytes_written: 0,
             failed: false,
+            stored: false,
         };
         writer.frame.extend_from_slice(&FILE_MAGIC);
         writer
@@ -116,15 +119,18 @@ impl<W: Write> CaptureFileWriter<W> {
             })?;
         self.check_usable()?;
         self.compressed.clear();
-        self.compressed
-            .reserve(zstd::zstd_safe::compress_bound(raw.len()));
-        let compressed = match self
-            .compressor
-            .compress_to_buffer(raw, &mut self.compressed)
-        {
-            Ok(len) => len < raw.len() && len <= MAX_PAYLOAD_LEN as usize,
-            // Not expected with a buffer of compress_bound bytes; storing is always right.
-            Err(_) => false,
+        let compressed = (!self.stored || raw_len > MAX_PAYLOAD_LEN) && {
+            self.compressed
+                .reserve(zstd::zstd_safe::compress_bound(raw.len()));
+            match self
+                .compressor
+                .compress_to_buffer(raw, &mut self.compressed)
+            {
+                Ok(len) => len < raw.len() && len <= MAX_PAYLOAD_LEN as usize,
+                // Not expected with a buffer of compress_bound bytes; storing is always
+                // right.
+                Err(_) => false,
+            }
         };
         if compressed {
             append_block_frame(
@@ -149,6 +155,14 @@ impl<W: Write> CaptureFileWriter<W> {
             )));
         }
         Ok(())
+    }
+
+    /// Stores the blocks written from now on as they are (unless one is too large to be
+    /// stored), for a file read once at once and then dropped: the pytest plugin's capture
+    /// of a test that ends in memory, whose last block the test's own thread would
+    /// otherwise compress only for the reader to decompress it (about 10 us a test).
+    pub fn store_blocks(&mut self) {
+        self.stored = true;
     }
 
     /// Writes the trailer block (uncompressed `trailer_json`), flushes, and returns the

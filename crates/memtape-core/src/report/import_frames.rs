@@ -111,11 +111,25 @@ pub(crate) fn is_machinery_file(filename: &str) -> bool {
     if FROZEN.contains(&filename) {
         return true;
     }
-    let path = filename.replace('\\', "/");
     SOURCE
         .iter()
-        .any(|tail| path.ends_with(&format!("/{tail}")))
-        || path.ends_with("/zipimport.py")
+        .chain(&["zipimport.py"])
+        .any(|tail| ends_in_file(filename, tail))
+}
+
+/// Whether `path` ends in `/` and then `tail` (a path with `/` between its parts),
+/// reading `\\` in `path` as `/`; without allocating (each frame's file is asked once
+/// per analysis, and the pytest plugin analyses a capture per test).
+fn ends_in_file(path: &str, tail: &str) -> bool {
+    let (path, tail) = (path.as_bytes(), tail.as_bytes());
+    let Some(start) = path.len().checked_sub(tail.len() + 1) else {
+        return false;
+    };
+    let slash = |b: u8| if b == b'\\' { b'/' } else { b };
+    path[start..]
+        .iter()
+        .zip(std::iter::once(&b'/').chain(tail))
+        .all(|(&p, &t)| slash(p) == t)
 }
 
 /// The dotted name of the module whose file is `filename`, as far as the path tells:
@@ -223,6 +237,8 @@ mod tests {
             "/usr/lib/python3.11/importlib/_bootstrap.py",
             "/usr/lib/python3.12/importlib/util.py",
             "C:\\Python311\\Lib\\importlib\\__init__.py",
+            "C:\\Python311\\Lib\\zipimport.py",
+            "/usr/lib/python3.11/zipimport.py",
         ] {
             assert!(is_machinery_file(f), "{f}");
         }
@@ -232,6 +248,9 @@ mod tests {
             "/usr/lib/python3.11/importlib/metadata/__init__.py",
             "/usr/lib/python3.11/importlib/resources/_common.py",
             "/home/me/myimportlib/__init__.py.txt",
+            "/home/me/myimportlib/util.py",
+            "/home/me/myzipimport.py",
+            "zipimport.py",
             "app.py",
         ] {
             assert!(!is_machinery_file(f), "{f}");

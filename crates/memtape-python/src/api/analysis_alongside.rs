@@ -33,7 +33,7 @@ use pyo3::prelude::*;
 
 use super::capture_analysis::PyCapture;
 use super::capture_file::capture_error;
-use super::followed_analysis::analyze_following;
+use super::followed_analysis::{analyze_following, analyze_input};
 use super::report_api::{analyze_capture, analyzed, import_frames};
 use crate::session::capture_output;
 use crate::session::signal_mask::spawn_own_thread;
@@ -68,6 +68,9 @@ struct Job {
     finished: Arc<AtomicBool>,
     outcome: Mutex<Option<Outcome>>,
     done: Condvar,
+    /// Set when the capture was read from memory: it never made its file, and there is
+    /// none to remove.
+    read_from_memory: AtomicBool,
 }
 
 /// What the follower is handed: a capture to follow, or a file to remove (a capture
@@ -212,7 +215,7 @@ fn read_following(job: &Job) -> Outcome {
             }
             Err(source) => {
                 return match capture_output::take_finished(&job.path) {
-                    Some(bytes) => analyze_in_memory(&bytes),
+                    Some(bytes) => analyze_in_memory(job, &bytes),
                     None => Err(CaptureError::Io { offset: 0, source }),
                 };
             }
@@ -220,9 +223,10 @@ fn read_following(job: &Job) -> Outcome {
     }
 }
 
-/// The analysis of a capture that ended in memory.
-fn analyze_in_memory(bytes: &[u8]) -> Outcome {
-    analyze_following(bytes, Arc::new(AtomicBool::new(true)), POLL)
+/// The analysis of `job`'s capture, which ended in memory (`bytes`).
+fn analyze_in_memory(job: &Job, bytes: &[u8]) -> Outcome {
+    job.read_from_memory.store(true, Ordering::Release);
+    analyze_input(bytes)
 }
 
 /// _analyze_alongside(path) -> AnalysisAlongside
@@ -239,6 +243,7 @@ pub(crate) fn _analyze_alongside(path: PathBuf) -> AnalysisAlongside {
         finished: Arc::new(AtomicBool::new(false)),
         outcome: Mutex::new(None),
         done: Condvar::new(),
+        read_from_memory: AtomicBool::new(false),
     });
     let follower = hand_over(&job);
     if follower.is_none() {
@@ -293,7 +298,7 @@ impl AnalysisAlongside {
             // Short (or in a forked child): read here, as `analyze_capture` reads it.
             match capture_output::take_finished(&job.path) {
                 Some(bytes) => {
-                    let outcome = py.detach(|| analyze_in_memory(&bytes));
+                    let outcome = py.detach(|| analyze_in_memory(&job, &bytes));
                     return self.answer(outcome, imports_mode);
                 }
                 None => {
@@ -349,7 +354,8 @@ impl AnalysisAlongside {
     #[pyo3(signature = (imports="hide", remove=false))]
     fn result(&mut self, py: Python<'_>, imports: &str, remove: bool) -> PyResult<PyCapture> {
         let analysis = self.analysis(py, imports);
-        if remove {
+        // The analysis is over: a capture read from memory made no file.
+        if remove && !self.job.read_from_memory.load(Ordering::Acquire) {
             remove_later(self.job.path.clone());
         }
         analysis

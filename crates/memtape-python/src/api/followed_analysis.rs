@@ -34,7 +34,18 @@ pub(super) fn analyze_following<R: Read>(
     finished: Arc<AtomicBool>,
     poll: Duration,
 ) -> Result<(Analysis, String, ReadSummary), CaptureError> {
-    let input = BufReader::with_capacity(1 << 20, Following::new(file, finished, poll));
+    analyze_input(BufReader::with_capacity(
+        1 << 20,
+        Following::new(file, finished, poll),
+    ))
+}
+
+/// The analysis of a whole capture read from `input` (as [`analyze_following`]'s); a
+/// capture held in memory is read from its bytes as they are, without the 1 MiB buffer
+/// (zeroed once per reader) that reading a file as it grows wants.
+pub(super) fn analyze_input<R: Read>(
+    input: R,
+) -> Result<(Analysis, String, ReadSummary), CaptureError> {
     let mut reader = CaptureReader::new(input)?;
     let mut analysis = Analysis::new(ReplayOptions {
         time_histogram: false,

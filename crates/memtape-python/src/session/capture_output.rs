@@ -38,6 +38,11 @@ impl CaptureOutput {
         }
     }
 
+    /// Whether the capture is still held in memory (it made no file).
+    pub(crate) fn is_in_memory(&self) -> bool {
+        matches!(self, CaptureOutput::Memory { .. })
+    }
+
     /// The capture is over: one still in memory is kept for its reader
     /// ([`take_finished`]).
     pub(crate) fn finished(self) {

@@ -431,6 +431,10 @@ pub(crate) fn stop(py: Python<'_>, trailer_fields: &str) -> PyResult<(u64, u64)>
     let end_ns = thread_id::now_ns();
     let trailer = format!("{{\"events\": {events}, \"end_time_ns\": {end_ns}{trailer_fields}}}");
     py.detach(|| -> std::io::Result<u64> {
+        if writer.get_ref().is_in_memory() {
+            // Read once from memory and dropped: the last block is not compressed.
+            writer.store_blocks();
+        }
         let added = writer.add(&last);
         spare_buffers::give_journal(last);
         added?;

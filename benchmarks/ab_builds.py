@@ -16,7 +16,8 @@ then for example:
 ``--mode events`` (default) records events as the ``memtape-events`` config does
 (100,000 entries, the Python heap); ``--mode native-stacks`` records the same events
 with each one's native stack unwound (as ``memtape run --native``); ``--mode
-tracemalloc25`` traces at 25 frames.
+tracemalloc25`` traces at 25 frames; ``--mode capture`` records into a capture file as
+the ``memtape-capture`` config does (``memtape run --no-native-heap``'s recording).
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.util
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
@@ -33,6 +36,9 @@ from types import ModuleType
 sys.path.insert(0, str(Path(__file__).resolve().parent / "workloads"))
 
 import alloc_heavy
+
+
+CAPTURE_PATH = os.path.join(tempfile.gettempdir(), f"memtape-ab-{os.getpid()}.mtape")
 
 
 def load(name: str, path: str) -> ModuleType:
@@ -51,6 +57,8 @@ def run(native: ModuleType | None, mode: str, rows: int) -> float:
             native.record_memory_events(True, 100_000, 0, True, False, 64)
         elif mode == "native-stacks":
             native.record_memory_events(True, 100_000, 0, True, False, 64, False, True)
+        elif mode == "capture":
+            native._start_capture(CAPTURE_PATH, '{"tool": "memtape", "nframe": 64}', 0, False)
         else:
             native.start(25)
     start = time.perf_counter()
@@ -59,6 +67,9 @@ def run(native: ModuleType | None, mode: str, rows: int) -> float:
     if native is not None:
         if mode in ("events", "native-stacks"):
             native.record_memory_events(False, 1, 0, False, False, 1)
+        elif mode == "capture":
+            native._stop_capture()
+            os.unlink(CAPTURE_PATH)
         else:
             native.stop()
     return elapsed
@@ -74,7 +85,7 @@ def main() -> int:
     p.add_argument("builds", nargs="+", help="NAME=PATH of a built _native module")
     p.add_argument("--runs", type=int, default=40)
     p.add_argument("--rows", type=int, default=20_000)
-    p.add_argument("--mode", choices=("events", "native-stacks", "tracemalloc25"), default="events")
+    p.add_argument("--mode", choices=("events", "native-stacks", "tracemalloc25", "capture"), default="events")
     args = p.parse_args()
     builds = {name: load(name, path) for name, path in (b.split("=", 1) for b in args.builds)}
     names = list(builds)

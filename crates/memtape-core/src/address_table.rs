@@ -173,6 +173,7 @@ impl AddressTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     #[test]
     fn an_empty_table_holds_no_slots_until_its_first_insert() {
@@ -190,8 +191,6 @@ mod tests {
         assert_eq!(t.remove(2, 0x1000).map(|e| e.size), Some(64));
         assert_eq!(t.len(), 0);
     }
-
-    use std::collections::HashMap;
 
     #[test]
     fn matches_a_hashmap_under_random_churn() {

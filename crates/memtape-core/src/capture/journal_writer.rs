@@ -215,7 +215,7 @@ mod tests {
                 writer.store_blocks();
             }
             writer.add(&journal_of(3000, 3000, 9)).unwrap();
-            assert!(writer.get_ref().len() as u64 == writer.bytes_written());
+            assert_eq!(writer.get_ref().len() as u64, writer.bytes_written());
             writer.finish("{}").unwrap()
         };
         let (compressed, stored) = (write(false), write(true));

@@ -37,7 +37,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "workloads"))
 
 import alloc_heavy
 
-
 CAPTURE_PATH = os.path.join(tempfile.gettempdir(), f"memtape-ab-{os.getpid()}.mtape")
 
 
@@ -85,7 +84,11 @@ def main() -> int:
     p.add_argument("builds", nargs="+", help="NAME=PATH of a built _native module")
     p.add_argument("--runs", type=int, default=40)
     p.add_argument("--rows", type=int, default=20_000)
-    p.add_argument("--mode", choices=("events", "native-stacks", "tracemalloc25", "capture"), default="events")
+    p.add_argument(
+        "--mode",
+        choices=("events", "native-stacks", "tracemalloc25", "capture"),
+        default="events",
+    )
     args = p.parse_args()
     builds = {name: load(name, path) for name, path in (b.split("=", 1) for b in args.builds)}
     names = list(builds)

@@ -219,7 +219,7 @@ def runner_files(config: pytest.Config) -> list[str]:
     # A file under a directory of the list adds nothing (the directory matches it): each
     # capture's metadata lists these, and each analysis parses and matches them.
     directories = tuple(d for d in files if d.endswith(os.sep))
-    made = sorted(f for f in files if f in directories or not f.startswith(directories))
+    made = sorted(f for f in files if f.endswith(os.sep) or not f.startswith(directories))
     # The plugins are kept with their ids, so that no id in the key is reused meanwhile.
     _runner_files[config] = (key, plugins, made)
     return made

@@ -118,20 +118,8 @@ impl<W: Write> CaptureFileWriter<W> {
                 ))
             })?;
         self.check_usable()?;
-        self.compressed.clear();
-        let compressed = (!self.stored || raw_len > MAX_PAYLOAD_LEN) && {
-            self.compressed
-                .reserve(zstd::zstd_safe::compress_bound(raw.len()));
-            match self
-                .compressor
-                .compress_to_buffer(raw, &mut self.compressed)
-            {
-                Ok(len) => len < raw.len() && len <= MAX_PAYLOAD_LEN as usize,
-                // Not expected with a buffer of compress_bound bytes; storing is always
-                // right.
-                Err(_) => false,
-            }
-        };
+        // Stored blocks skip compression unless too large to be stored.
+        let compressed = (!self.stored || raw_len > MAX_PAYLOAD_LEN) && self.compress(raw);
         if compressed {
             append_block_frame(
                 &mut self.frame,
@@ -155,6 +143,22 @@ impl<W: Write> CaptureFileWriter<W> {
             )));
         }
         Ok(())
+    }
+
+    /// Compresses `raw` into `self.compressed`; whether that shrank it to a payload that
+    /// fits.
+    fn compress(&mut self, raw: &[u8]) -> bool {
+        self.compressed.clear();
+        self.compressed
+            .reserve(zstd::zstd_safe::compress_bound(raw.len()));
+        match self
+            .compressor
+            .compress_to_buffer(raw, &mut self.compressed)
+        {
+            Ok(len) => len < raw.len() && len <= MAX_PAYLOAD_LEN as usize,
+            // Not expected with a buffer of compress_bound bytes; storing is always right.
+            Err(_) => false,
+        }
     }
 
     /// Stores the blocks written from now on as they are (unless one is too large to be

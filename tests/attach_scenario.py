@@ -4,11 +4,13 @@ the Debian-unstable root (``scripts/sid_root.sh run python3.14 attach_scenario.p
 printing their result as JSON.
 
 The target (``TARGET_SOURCE``) holds objects made before any attach (2,000 ``Before``
-instances), then serves commands it finds as numbered files in its command directory:
-``alloc`` makes three 100,000-byte ``bytes`` objects on one known line, ``check``
-writes what it sees of memtape from inside (its threads, and the interpreter's PEP 445
-allocator functions compared with those it had at start: memtape's hooks replace them),
-``exit`` ends it with status 3. It prints the same lines whatever memtape does."""
+instances of 30 slots each, heavy enough to rank among the census' ten largest types
+whatever else the interpreter holds at that moment), then serves commands it finds as
+numbered files in its command directory: ``alloc`` makes three 100,000-byte ``bytes``
+objects on one known line, ``check`` writes what it sees of memtape from inside (its
+threads, and the interpreter's PEP 445 allocator functions compared with those it had at
+start: memtape's hooks replace them), ``exit`` ends it with status 3. It prints the same
+lines whatever memtape does."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ TARGET_SOURCE = """\
 import ctypes, json, os, sys, threading, time
 
 class Before:
-    pass
+    __slots__ = tuple(f"field{i}" for i in range(30))  # 2,000 of them: ~0.5 MB
 
 before = [Before() for _ in range(2000)]
 kept = [None] * 64

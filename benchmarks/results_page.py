@@ -20,7 +20,9 @@ different times (``--pause`` seconds between rounds):
 Each round's value of a target comes from that round's runs (medians over ``--runs``,
 interleaved); the table shows every round's value, their median, the target and whether
 the median holds it, with the date, the commit, the CPython version and the load average
-at the start and end of each round.
+at the start and end of each round. A round whose untraced alloc_heavy runs spread by more
+than a quarter is called unsteady: its hot-path values are marked, and a verdict that the
+steady rounds alone would not give says so.
 
     python3 benchmarks/results_page.py --python .venv-3.11/bin/python            # print
     python3 benchmarks/results_page.py --python .venv-3.11/bin/python --write    # RESULTS.md
@@ -73,6 +75,11 @@ BEGIN = "<!-- results_page.py: begin (generated; edit the script, not this table
 END = "<!-- results_page.py: end -->"
 # A 1-minute load average above this at a round's start means others used the CPUs.
 BUSY_LOADAVG = 1.0
+#: A round whose untraced alloc_heavy runs differ by more than this (slowest over fastest,
+#: less one) measured the host as much as memtape (HISTORY 50: 1.25, 2.06 and 1.85 s in
+#: one round, CPU seconds as slow as the wall's): its hot-path values are marked, and a
+#: verdict that would differ on the steady rounds alone says so.
+UNSTEADY_SPREAD = 0.25
 # The full measurement's options: three rounds five minutes apart.
 FULL_RUN = ("--rounds", "3", "--pause", "300", "--write")
 DEFAULT_MYPY_TARGET = str(ROOT / "python" / "memtape")
@@ -599,6 +606,29 @@ def cell(target: Target, value: float | None) -> str:
     return "n/a" if value is None else target.shown(value)
 
 
+def unsteady(data: Round) -> str | None:
+    """Why this round's hot-path values are the host's as much as memtape's (alloc_heavy's
+    untraced runs spread more than ``UNSTEADY_SPREAD``), or None when they are steady."""
+    configs = data.get("run", {}).get("alloc_heavy", {}).get("configs", {})
+    runs = configs.get("untraced", {}).get("runs") or []
+    walls = [float(r["seconds"]) for r in runs if r.get("seconds")]
+    if len(walls) < 2:
+        return None
+    spread = max(walls) / min(walls) - 1
+    if spread <= UNSTEADY_SPREAD:
+        return None
+    shown = ", ".join(f"{w:.2f}" for w in walls)
+    return f"alloc_heavy's untraced runs read {shown} s ({spread:.0%} apart)"
+
+
+def verdict_of(target: Target, values: list[float | None]) -> str:
+    """Whether the median of ``values`` holds the target (n/a when a round has none)."""
+    known = [v for v in values if v is not None]
+    if not known or len(known) < len(values):
+        return "n/a"
+    return "**yes**" if target.holds(statistics.median(known)) else "**NO**"
+
+
 def median_over_rounds(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return statistics.median(known) if known else None
@@ -713,6 +743,12 @@ def render(raw: dict[str, Any]) -> str:
             f"- round {index}: started {data['started']}, took {data['seconds']:.0f} s; "
             f"load average (1, 5, 15 min) {start} at the start, {end} at the end"
         )
+        why = unsteady(data)
+        if why:
+            lines.append(
+                f"- **round {index} was unsteady**: {why}; its hot-path values (marked "
+                '"unsteady") measure the host as much as memtape'
+            )
     took = ", ".join(f"{part} {s:.0f} s" for part, s in raw["part_seconds"].items())
     lines.append(f"- time per part, all rounds: {took}")
     for failure in raw["failures"]:
@@ -722,22 +758,26 @@ def render(raw: dict[str, Any]) -> str:
     numbers = range(1, len(rounds) + 1)
     header = ["target", "goal", *(f"round {i}" for i in numbers), "median", "holds", "beside"]
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    shaky = [unsteady(data) is not None for data in rounds]
     for target in TARGETS:
         values = [target.value(data) for data in rounds]
         known = [v for v in values if v is not None]
         median = statistics.median(known) if known else None
-        if target.part not in args.parts:
-            verdict = "not measured"
-        elif median is None or len(known) < len(values):
-            verdict = "n/a"
-        else:
-            verdict = "**yes**" if target.holds(median) else "**NO**"
+        marked = [target.part == "hot" and flag for flag in shaky]
+        verdict = verdict_of(target, values) if target.part in args.parts else "not measured"
+        steady = [v for v, m in zip(values, marked, strict=True) if not m]
+        if any(marked) and steady and verdict_of(target, steady) != verdict:
+            again = verdict_of(target, steady).strip("*")
+            verdict += f" (steady rounds only: {cell(target, median_over_rounds(steady))}, {again})"
         measured = target.part in args.parts
         beside = "; ".join(target.beside(data) for data in rounds[-1:]) if measured else ""
         row = [
             target.name,
             target.goal,
-            *(cell(target, v) for v in values),
+            *(
+                cell(target, v) + (" unsteady" if m else "")
+                for v, m in zip(values, marked, strict=True)
+            ),
             cell(target, median),
             verdict,
             beside + (" (last round)" if len(rounds) > 1 and beside else ""),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import importlib.util
+import json
 import platform
 import re
 import shutil
@@ -116,8 +117,9 @@ def test_quick_write_puts_every_target_between_the_markers(tmp_path: Path) -> No
         assert re.search(rf"\| {suite}{cells * 3} \|", text), (suite, text)
 
 
-def test_rounds_are_columns_and_parts_left_out_say_so() -> None:
-    proc = run_page("--rounds", "2", "--parts", "hot")
+def test_rounds_are_columns_and_parts_left_out_say_so(tmp_path: Path) -> None:
+    raw = tmp_path / "raw.json"
+    proc = run_page("--rounds", "2", "--parts", "hot", keep=raw)
 
     assert proc.returncode == 0, proc.stderr[-6000:]
     header = next(line for line in proc.stdout.splitlines() if line.startswith("| target"))
@@ -137,6 +139,42 @@ def test_rounds_are_columns_and_parts_left_out_say_so() -> None:
     assert abs(median - (first + second) / 2) <= 0.011, nframe25
     assert rows["mypy under `memtape run` (wall)"][4:] == ["not measured", ""]
     assert rows["reports on alloc_heavy's capture: peak RSS"][4] == "not measured"
+    assert "unsteady" not in proc.stdout  # one run a round: no spread to judge
+
+    # The same rounds, the second made unsteady: its untraced runs spread by 65 %
+    # (HISTORY 50's round 3) and the capture in it reads as fast as untraced.
+    data = json.loads(raw.read_text())
+    second = data["rounds"][1]["run"]["alloc_heavy"]["configs"]
+    second["untraced"]["runs"] = [{"seconds": s} for s in (1.25, 2.06, 1.85)]
+    second["untraced"]["median_s"] = 1.85
+    capture = data["rounds"][0]["run"]["alloc_heavy"]["configs"]["memtape-capture"]
+    first = data["rounds"][0]["run"]["alloc_heavy"]["configs"]["untraced"]["median_s"]
+    capture["median_s"] = first * 1.5
+    second["memtape-capture"]["median_s"] = 1.85
+    raw.write_text(json.dumps(data))
+    again = subprocess.run(
+        [sys.executable, str(SCRIPT), "--from-json", str(raw)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "**round 1 was unsteady**" not in again.stdout
+    assert (
+        "- **round 2 was unsteady**: alloc_heavy's untraced runs read 1.25, 2.06, 1.85 s "
+        "(65% apart)" in again.stdout
+    ), again.stdout
+    rows = table_rows(again.stdout)
+    capture_row = rows["alloc_heavy, `memtape run` capture (memtape-capture)"]
+    assert capture_row[1] == "1.50x" and capture_row[2] == "1.00x unsteady", capture_row
+    # The median of 1.50x and 1.00x holds 1.35x; the steady round alone does not.
+    assert capture_row[4] == "**yes** (steady rounds only: 1.50x, NO)", capture_row
+    for name, cells in rows.items():
+        hot = name.startswith("alloc_heavy, ")
+        assert cells[2].endswith(" unsteady") == hot, (name, cells)
+        assert not cells[1].endswith(" unsteady"), (name, cells)
 
 
 def test_from_json_makes_the_same_table_again_without_measuring(tmp_path: Path) -> None:

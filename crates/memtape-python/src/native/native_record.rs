@@ -9,6 +9,8 @@
 //! code that created them and serve every later caller: the creator's line would take
 //! the blame for all of their memory.
 
+use std::time::Duration;
+
 use memtape_core::{
     Action, Event, LiveEntry, LiveTable, RangeChange, StackId, EMPTY_STACK, NATIVE_DEVICE,
 };
@@ -48,13 +50,22 @@ fn intern(rec: &mut Recorder, walked: Walked<'_>, gil: bool) -> StackId {
     }
 }
 
+/// How long a native hook waits for a recorder another thread holds. The recorder is
+/// held for microseconds; a wait this long means its holder waits for this thread (see
+/// [`lock`]).
+const PATIENCE: Duration = Duration::from_millis(250);
+
 /// The recorder, locked, unless this thread holds it already: a signal handler that
 /// allocates, run while its thread was inside memtape's recorder (recording a Python
 /// block, or memtape's own work). Waiting would wait for itself, so the call passes
-/// unrecorded and is counted ([`REENTERED`]).
+/// unrecorded and is counted ([`REENTERED`]). The same when another thread has held it
+/// for [`PATIENCE`]: a handler that interrupted its thread inside libc's allocator (in
+/// memtape's own work, or in libc itself, where no hook runs) while the recorder's holder
+/// allocates and waits for that arena's lock, which the handler's thread holds until the
+/// handler returns.
 #[inline(always)]
 fn lock() -> Option<SpinGuard<'static, Option<Recorder>>> {
-    let guard = RECORDER.lock_unless_held_here();
+    let guard = RECORDER.lock_for_hook(PATIENCE);
     if guard.is_none() {
         REENTERED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }

@@ -15,8 +15,10 @@ pub(crate) const SINK_TRACEMALLOC: u8 = 4;
 pub(crate) static ACTIVE: AtomicBool = AtomicBool::new(false);
 
 /// Native calls that arrived while their thread held the recorder (a signal handler
-/// that allocates, interrupting memtape's own code): passed through unrecorded. Atomic,
-/// since it is counted exactly when the recorder cannot be locked.
+/// that allocates, interrupting memtape's own code), or that waited past the hooks'
+/// patience for another thread's hold (a handler that interrupted libc's allocator, see
+/// `native_record::lock`): passed through unrecorded. Atomic, since it is counted exactly
+/// when the recorder cannot be locked.
 pub(crate) static REENTERED: AtomicU64 = AtomicU64::new(0);
 
 /// Native calls passed through unrecorded because their thread was inside the recorder

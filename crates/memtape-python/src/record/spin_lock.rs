@@ -14,6 +14,7 @@
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use crate::thread::thread_id::thread_token;
 
@@ -107,6 +108,38 @@ impl<T> SpinLock<T> {
         Some(SpinGuard { lock: self })
     }
 
+    /// Like [`SpinLock::lock_unless_held_here`], but also `None` once another thread has
+    /// held the lock for `patience` while this one waited. A native hook's way in: a
+    /// signal handler that allocates can interrupt its thread inside libc's allocator,
+    /// holding the arena's lock, while another thread holds this lock and waits for that
+    /// arena; waiting on would never end, and the handler must return for either thread
+    /// to go on. The clock is read only after the spinning, once in 64 yields
+    /// (`clock_gettime` is async-signal-safe).
+    #[inline]
+    pub(crate) fn lock_for_hook(&self, patience: Duration) -> Option<SpinGuard<'_, T>> {
+        let me = thread_token();
+        let mut spins = 0u32;
+        let mut since: Option<Instant> = None;
+        while let Err(holder) =
+            self.locked
+                .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
+        {
+            if holder == me {
+                return None;
+            }
+            spins = spins.wrapping_add(1);
+            if spins < 64 {
+                std::hint::spin_loop();
+                continue;
+            }
+            std::thread::yield_now();
+            if spins % 64 == 0 && since.get_or_insert_with(Instant::now).elapsed() >= patience {
+                return None;
+            }
+        }
+        Some(SpinGuard { lock: self })
+    }
+
     /// Takes the lock and keeps it until [`SpinLock::release_after_fork`]: used around
     /// `fork()` so that the child never inherits a half-updated recorder.
     pub(crate) fn acquire_for_fork(&self) {
@@ -186,6 +219,35 @@ mod tests {
         drop(held);
         assert_eq!(waiter.join().unwrap(), 1);
         assert!(lock.lock_unless_held_here().is_some());
+    }
+
+    #[test]
+    fn a_hook_waits_for_the_holder_but_not_past_its_patience() {
+        let lock = Arc::new(SpinLock::new(0u32));
+        let held = lock.lock();
+        let patience = Duration::from_millis(40);
+        assert!(
+            lock.lock_for_hook(patience).is_none(),
+            "held by this thread"
+        );
+        // Held by another thread that never lets go (the handler's deadlock): given up.
+        let other = Arc::clone(&lock);
+        let start = Instant::now();
+        let waited = std::thread::spawn(move || other.lock_for_hook(patience).is_none());
+        assert!(waited.join().unwrap());
+        assert!(start.elapsed() >= patience);
+        // Held for less than the patience: the waiter gets the lock.
+        let other = Arc::clone(&lock);
+        let waiter = std::thread::spawn(move || {
+            other.lock_for_hook(Duration::from_secs(30)).map(|mut g| {
+                *g += 1;
+                *g
+            })
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        drop(held);
+        assert_eq!(waiter.join().unwrap(), Some(1));
+        assert_eq!(*lock.lock_for_hook(patience).unwrap(), 1);
     }
 
     #[test]

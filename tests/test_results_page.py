@@ -55,6 +55,19 @@ def run_page(*args: str, keep: Path | None = None) -> subprocess.CompletedProces
     return proc
 
 
+def from_json(raw: Path) -> subprocess.CompletedProcess[str]:
+    """results_page.py --from-json RAW (the table made again, nothing measured), run in
+    RAW's folder."""
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--from-json", str(raw)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=raw.parent,
+    )
+
+
 def table_rows(page: str) -> dict[str, list[str]]:
     """The targets' table: its rows by target name (the first cell)."""
     lines = page.splitlines()
@@ -152,14 +165,7 @@ def test_rounds_are_columns_and_parts_left_out_say_so(tmp_path: Path) -> None:
     capture["median_s"] = first * 1.5
     second["memtape-capture"]["median_s"] = 1.85
     raw.write_text(json.dumps(data))
-    again = subprocess.run(
-        [sys.executable, str(SCRIPT), "--from-json", str(raw)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=tmp_path,
-    )
+    again = from_json(raw)
     assert again.returncode == 0, again.stderr
     assert "**round 1 was unsteady**" not in again.stdout
     assert (
@@ -184,14 +190,7 @@ def test_from_json_makes_the_same_table_again_without_measuring(tmp_path: Path) 
     assert proc.returncode == 0, proc.stderr[-6000:]
     assert raw.exists()
 
-    again = subprocess.run(
-        [sys.executable, str(SCRIPT), "--from-json", str(raw)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=tmp_path,
-    )
+    again = from_json(raw)
 
     assert again.returncode == 0, again.stderr
     assert "$ " not in again.stderr  # no benchmark script ran

@@ -736,14 +736,14 @@ def render(raw: dict[str, Any]) -> str:
         f"round ({getattr(args, 'pytest_runs', 1)} of each pytest mode), {args.pause:g} s "
         f"between rounds; parts: {', '.join(args.parts)}",
     ]
-    for index, data in enumerate(rounds, 1):
+    unsteady_why = [unsteady(data) for data in rounds]
+    for index, (data, why) in enumerate(zip(rounds, unsteady_why, strict=True), 1):
         start = ", ".join(f"{v:.2f}" for v in data["loadavg_start"])
         end = ", ".join(f"{v:.2f}" for v in data["loadavg_end"])
         lines.append(
             f"- round {index}: started {data['started']}, took {data['seconds']:.0f} s; "
             f"load average (1, 5, 15 min) {start} at the start, {end} at the end"
         )
-        why = unsteady(data)
         if why:
             lines.append(
                 f"- **round {index} was unsteady**: {why}; its hot-path values (marked "
@@ -758,18 +758,16 @@ def render(raw: dict[str, Any]) -> str:
     numbers = range(1, len(rounds) + 1)
     header = ["target", "goal", *(f"round {i}" for i in numbers), "median", "holds", "beside"]
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    shaky = [unsteady(data) is not None for data in rounds]
     for target in TARGETS:
         values = [target.value(data) for data in rounds]
-        known = [v for v in values if v is not None]
-        median = statistics.median(known) if known else None
-        marked = [target.part == "hot" and flag for flag in shaky]
-        verdict = verdict_of(target, values) if target.part in args.parts else "not measured"
+        median = median_over_rounds(values)
+        marked = [target.part == "hot" and why is not None for why in unsteady_why]
+        measured = target.part in args.parts
+        verdict = verdict_of(target, values) if measured else "not measured"
         steady = [v for v, m in zip(values, marked, strict=True) if not m]
         if any(marked) and steady and verdict_of(target, steady) != verdict:
             again = verdict_of(target, steady).strip("*")
             verdict += f" (steady rounds only: {cell(target, median_over_rounds(steady))}, {again})"
-        measured = target.part in args.parts
         beside = "; ".join(target.beside(data) for data in rounds[-1:]) if measured else ""
         row = [
             target.name,

@@ -89,27 +89,12 @@ impl<T> SpinLock<T> {
     /// (waiting would never end).
     #[inline]
     pub(crate) fn lock_unless_held_here(&self) -> Option<SpinGuard<'_, T>> {
-        let me = thread_token();
-        let mut spins = 0u32;
-        while let Err(holder) =
-            self.locked
-                .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
-        {
-            if holder == me {
-                return None;
-            }
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
-        Some(SpinGuard { lock: self })
+        self.lock_for_hook(Duration::MAX)
     }
 
-    /// Like [`SpinLock::lock_unless_held_here`], but also `None` once another thread has
-    /// held the lock for `patience` while this one waited. A native hook's way in: a
+    /// Like [`SpinLock::lock_unless_held_here`] (this with no end to the patience), but
+    /// also `None` once another thread has held the lock for `patience` while this one
+    /// waited. A native hook's way in: a
     /// signal handler that allocates can interrupt its thread inside libc's allocator,
     /// holding the arena's lock, while another thread holds this lock and waits for that
     /// arena; waiting on would never end, and the handler must return for either thread

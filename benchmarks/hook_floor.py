@@ -10,6 +10,7 @@ tracemalloc, memray's Tracker when installed), each paired with the untraced run
 round (the order reversed every other round).
 
     .venv-3.11/bin/python benchmarks/hook_floor.py --runs 12
+    python3 benchmarks/hook_floor.py --python .venv-3.11/bin/python --runs 12   # the same
 
 The steps (``floor:`` rows): the hooks forwarding only; a 32-byte record per event into
 a ring that fits the L2 cache (16 Ki records, 512 KiB) and into one that does not (1 Mi
@@ -138,7 +139,16 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=12, help="rounds (default 12)")
     p.add_argument("--rows", type=int, default=100_000, help="alloc_heavy rows (one round)")
     p.add_argument("--json", help="also write every run's seconds to this file")
+    p.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the interpreter measured (this script runs again under it; default this one)",
+    )
     args = p.parse_args()
+    if os.path.abspath(args.python) != os.path.abspath(sys.executable):
+        again = [args.python, __file__, "--runs", str(args.runs), "--rows", str(args.rows)]
+        again += ["--json", os.path.abspath(args.json)] if args.json else []
+        return subprocess.run(again, check=False).returncode
     with tempfile.TemporaryDirectory() as scratch:
         floor = build(Path(scratch))
         starters: dict[str, Starter | None] = {"untraced": None}

@@ -6,6 +6,9 @@ different times (``--pause`` seconds between rounds):
 - ``run.py --json`` on alloc_heavy: untraced, memtape and stdlib tracemalloc at nframe 1,
   memtape at nframe 25, memray, the event recorder (``memtape-events``) and ``memtape run``'s
   recording (``memtape-capture``); on deep_recursion: untraced, memtape at nframe 25, memray;
+- ``hook_floor.py``: the cheapest exact recorders PEP 445 hooks allow, beside the hot-path
+  recorders, in one process (CPython 3.11 and 3.12): the hot rows name both, so that a
+  reader sees how far each recorder is from what any exact one pays on the host that hour;
 - ``mypy_run.py`` (mypy under ``memtape run``, ``-q`` and memray) and ``mypy_native.py``
   (``--native`` beside memray ``--native``);
 - ``native_compare.py`` on the pandas and numpy workloads and on alloc_heavy: ``--native``
@@ -83,7 +86,13 @@ UNSTEADY_SPREAD = 0.25
 # The full measurement's options: three rounds five minutes apart.
 FULL_RUN = ("--rounds", "3", "--pause", "300", "--write")
 DEFAULT_MYPY_TARGET = str(ROOT / "python" / "memtape")
-PARTS = ("hot", "deep", "mypy", "mypy-native", "native", "reports", "pytest")
+PARTS = ("hot", "deep", "floor", "mypy", "mypy-native", "native", "reports", "pytest")
+# hook_floor.py: the rounds it alternates within one process, and the versions it reads.
+FLOOR_RUNS = 12
+FLOOR_VERSIONS = ((3, 11), (3, 12))
+# The floor step each hot-path recorder is shown beside (hook_floor.py's rows).
+FLOOR_CHAIN = "floor: + chain + lock"
+
 # pytest_plugin.py's suites, and how the page names them.
 PYTEST_SUITES = {"more-itertools": "more-itertools' suite", "tiny": "5,000 tiny tests"}
 PYTEST_MODES = ("plain", "memray", "memtape")
@@ -283,6 +292,30 @@ def megabytes(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f} MB"
 
 
+def floor_ratio(data: Round, row: str) -> float | None:
+    """hook_floor.py's median, over its rounds, of `row`'s time over the untraced run of
+    the same round (in process)."""
+    seconds = data.get("floor", {}).get("seconds", {})
+    untraced, measured = seconds.get("untraced"), seconds.get(row)
+    if not untraced or not measured or len(untraced) != len(measured):
+        return None
+    return statistics.median(t / u for u, t in zip(untraced, measured, strict=True))
+
+
+def floor_beside(recorder: str) -> Callable[[Round], str]:
+    """The recorder beside the floor of exact recording, both in one process
+    (hook_floor.py; empty when that part did not run)."""
+
+    def text(data: Round) -> str:
+        floor = floor_ratio(data, FLOOR_CHAIN)
+        if floor is None:
+            return ""
+        own = times(floor_ratio(data, recorder))
+        return f"; in process: {recorder} {own}, the floor (stack + lock) {times(floor)}"
+
+    return text
+
+
 def hot_beside(workload: str, peers: tuple[str, ...]) -> Callable[[Round], str]:
     def text(data: Round) -> str:
         base = hot(data, workload, "untraced")
@@ -312,7 +345,7 @@ TARGETS = (
         at_most(1.30),
         over_untraced("alloc_heavy", "memtape25"),
         times,
-        hot_beside("alloc_heavy", ("memray",)),
+        lambda data: hot_beside("alloc_heavy", ("memray",))(data) + floor_beside("memtape25")(data),
         "hot",
     ),
     Target(
@@ -334,7 +367,9 @@ TARGETS = (
         at_most(1.60),
         over_untraced("alloc_heavy", "memtape-events"),
         times,
-        hot_beside("alloc_heavy", ("memray",)),
+        lambda data: (
+            hot_beside("alloc_heavy", ("memray",))(data) + floor_beside("memtape-events")(data)
+        ),
         "hot",
     ),
     Target(
@@ -343,7 +378,9 @@ TARGETS = (
         at_most(1.35),
         over_untraced("alloc_heavy", "memtape-capture"),
         times,
-        hot_beside("alloc_heavy", ("memray",)),
+        lambda data: (
+            hot_beside("alloc_heavy", ("memray",))(data) + floor_beside("memtape-capture")(data)
+        ),
         "hot",
     ),
     Target(
@@ -469,6 +506,25 @@ class Session:
             self.unavailable.append(note)
         return proc.returncode == 0
 
+    def floor_readable(self) -> bool:
+        """Whether hook_floor.py can run in --python (it reads the frame layout of
+        CPython 3.11 and 3.12); names it once when not."""
+        proc = subprocess.run(
+            [self.args.python, "-c", "import sys; print(*sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        version = tuple(int(n) for n in proc.stdout.split()) if proc.returncode == 0 else ()
+        note = (
+            f"the floor (`hook_floor.py`) reads the frames of CPython 3.11 and 3.12 only, "
+            f"not {shown_path(self.args.python)}'s"
+        )
+        readable = version in FLOOR_VERSIONS
+        if not readable and note not in self.unavailable:
+            self.unavailable.append(note)
+        return readable
+
     def workload(self, path: Path) -> Path:
         """The workload script to run whole: itself, or under --quick a small-size wrapper."""
         if not self.args.quick:
@@ -484,6 +540,31 @@ class Session:
         target.write_text(QUICK_MYPY_TARGET)
         return str(target)
 
+    def measure_runs(self, folder: Path, data: Round) -> None:
+        """run.py on alloc_heavy (the hot part) and deep_recursion, into `data["run"]`."""
+        args, quick = self.args, ["--quick"] if self.args.quick else []
+        data["run"] = {}
+        for part, workload, configs in (
+            ("hot", "alloc_heavy", HOT_CONFIGS),
+            ("deep", "deep_recursion", DEEP_CONFIGS),
+        ):
+            if part not in args.parts:
+                continue
+            out = folder / f"run-{workload}.json"
+            run_args = ["--only", workload, "--configs", configs, "--runs", str(args.runs)]
+            run_args += [*quick, "--json", str(out)]
+            if self.script("run.py", *run_args, output=out, part=part):
+                data["run"][workload] = json.loads(out.read_text())["workloads"][workload]
+
+    def measure_floor(self, folder: Path, data: Round) -> None:
+        """hook_floor.py's rounds, in one process, into `data["floor"]`."""
+        out = folder / "floor.json"
+        quick = self.args.quick
+        floor_args = ["--runs", "1" if quick else str(FLOOR_RUNS), "--json", str(out)]
+        floor_args += ["--rows", "500"] if quick else []
+        if self.script("hook_floor.py", *floor_args, output=out, part="floor"):
+            data["floor"] = json.loads(out.read_text())
+
     def measure_round(self, index: int) -> Round:
         args, runs = self.args, str(self.args.runs)
         data: Round = {
@@ -495,17 +576,9 @@ class Session:
         folder.mkdir()
         quick = ["--quick"] if args.quick else []
         if "hot" in args.parts or "deep" in args.parts:
-            data["run"] = {}
-        for part, workload, configs in (
-            ("hot", "alloc_heavy", HOT_CONFIGS),
-            ("deep", "deep_recursion", DEEP_CONFIGS),
-        ):
-            if part not in args.parts:
-                continue
-            out = folder / f"run-{workload}.json"
-            run_args = ["--only", workload, "--configs", configs, "--runs", runs, *quick]
-            if self.script("run.py", *run_args, "--json", str(out), output=out, part=part):
-                data["run"][workload] = json.loads(out.read_text())["workloads"][workload]
+            self.measure_runs(folder, data)
+        if "floor" in args.parts and self.floor_readable():
+            self.measure_floor(folder, data)
         if "mypy" in args.parts:
             out = folder / "mypy.json"
             target = self.mypy_target()

@@ -120,6 +120,15 @@ def test_quick_write_puts_every_target_between_the_markers(tmp_path: Path) -> No
         assert median == value, cells
         assert verdict in ("**yes**", "**NO**"), cells
     assert "FAILED" not in text
+    # The hot rows name the floor of exact recording measured in the same round, where
+    # hook_floor.py can read the interpreter's frames.
+    beside = rows["alloc_heavy, memtape.tracemalloc nframe 25"][4]
+    floor = r"; in process: memtape25 [0-9.]+x, the floor \(stack \+ lock\) [0-9.]+x"
+    if (3, 11) <= sys.version_info[:2] <= (3, 12):
+        assert re.search(floor, beside), beside
+    else:
+        assert "floor" not in beside, beside
+        assert "reads the frames of CPython 3.11 and 3.12 only" in text
     # The peak RSS rows: untraced, memtape run, memtape run -q, memray, per program.
     assert "| program | untraced | `memtape run` | `memtape run -q` | memray |" in text
     assert re.search(r"\| alloc_heavy \| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9.]+ \| ", text)

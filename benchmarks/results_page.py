@@ -299,7 +299,7 @@ def floor_ratio(data: Round, row: str) -> float | None:
     untraced, measured = seconds.get("untraced"), seconds.get(row)
     if not untraced or not measured or len(untraced) != len(measured):
         return None
-    return statistics.median(t / u for u, t in zip(untraced, measured, strict=True))
+    return float(statistics.median(t / u for u, t in zip(untraced, measured, strict=True)))
 
 
 def floor_beside(recorder: str) -> Callable[[Round], str]:

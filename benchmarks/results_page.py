@@ -316,6 +316,13 @@ def floor_beside(recorder: str) -> Callable[[Round], str]:
     return text
 
 
+def beside_memray_and_floor(recorder: str) -> Callable[[Round], str]:
+    """A hot row's "beside": memray on alloc_heavy, then `recorder` and the floor in
+    process."""
+    memray, floor = hot_beside("alloc_heavy", ("memray",)), floor_beside(recorder)
+    return lambda data: memray(data) + floor(data)
+
+
 def hot_beside(workload: str, peers: tuple[str, ...]) -> Callable[[Round], str]:
     def text(data: Round) -> str:
         base = hot(data, workload, "untraced")
@@ -345,7 +352,7 @@ TARGETS = (
         at_most(1.30),
         over_untraced("alloc_heavy", "memtape25"),
         times,
-        lambda data: hot_beside("alloc_heavy", ("memray",))(data) + floor_beside("memtape25")(data),
+        beside_memray_and_floor("memtape25"),
         "hot",
     ),
     Target(
@@ -367,9 +374,7 @@ TARGETS = (
         at_most(1.60),
         over_untraced("alloc_heavy", "memtape-events"),
         times,
-        lambda data: (
-            hot_beside("alloc_heavy", ("memray",))(data) + floor_beside("memtape-events")(data)
-        ),
+        beside_memray_and_floor("memtape-events"),
         "hot",
     ),
     Target(
@@ -378,9 +383,7 @@ TARGETS = (
         at_most(1.35),
         over_untraced("alloc_heavy", "memtape-capture"),
         times,
-        lambda data: (
-            hot_beside("alloc_heavy", ("memray",))(data) + floor_beside("memtape-capture")(data)
-        ),
+        beside_memray_and_floor("memtape-capture"),
         "hot",
     ),
     Target(

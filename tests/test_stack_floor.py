@@ -271,3 +271,66 @@ def test_tracemalloc_and_events_started_inside_see_whole_stacks(tmp_path: Path, 
     assert whole in stacks["loop"]
     assert stacks["leaf_after_stop"] == [["leaf_after_stop", *floored]]
     assert stacks["after"] == [["after", "<module>"]]
+
+
+EXEC = """
+PROGRAM = '''
+def program_leaf():
+    keep.append(bytearray(10_000))
+
+
+def nested_exec():
+    # Recorded code that runs more code as the program's: a plain exec, under the floor
+    # of the run it is part of.
+    code = compile("keep.append(bytearray(10_000))", "n.py", "exec")
+    _native._exec_as_program(code, {"keep": keep})
+
+
+program_leaf()
+nested_exec()
+'''
+
+
+def runner(source):
+    token = _native._own_work_begin()  # as `memtape run`: the runner's work is its own
+    try:
+        code = compile(source, "program.py", "exec")
+        _native._exec_as_program(code, {"keep": keep, "_native": _native})
+    finally:
+        _native._work_end(token)
+
+
+def after_run():
+    keep.append(bytearray(10_000))
+
+
+def after_raise():
+    keep.append(bytearray(10_000))
+
+
+_native._start_capture(path, "{}", 0, False)
+runner(PROGRAM)
+after_run()
+try:
+    runner("keep.append(bytearray(10_000))\\nraise KeyError")
+except KeyError:
+    after_raise()
+_native._stop_capture()
+print(json.dumps(capture_stacks()))
+"""
+
+
+def test_exec_as_program_ends_the_programs_stacks_at_its_caller(tmp_path: Path) -> None:
+    # `memtape run` (and the notebook magics) run the program's code through
+    # `_exec_as_program`: its stacks end at the runner's frame, whose launcher frames
+    # outside it no report shows, instead of walking them at every allocation.
+    stacks = run(tmp_path, EXEC)
+    assert ["program_leaf", "<module>", "runner"] in stacks
+    assert ["<module>", "nested_exec", "<module>", "runner"] in stacks
+    assert stacks.count(["<module>", "runner"]) >= 1  # the raising code's allocation
+    # Nothing outside the runner's frame while the program ran, and the whole stack again
+    # once it returned or raised.
+    assert all(s.index("runner") == len(s) - 1 for s in stacks if "runner" in s), stacks
+    by_name = by_innermost(stacks)
+    assert by_name["after_run"] == [["after_run", "<module>"]]
+    assert by_name["after_raise"] == [["after_raise", "<module>"]]

@@ -134,7 +134,10 @@ unsafe extern "C" fn program_started(
 /// program's and is not recorded, nor is what follows the frame. Where a profiler is
 /// already set (``sys.getprofile()``), it is left in place and recording starts at the
 /// call; called from code that records already, it is a plain ``exec``. Used by ``memtape run`` (runpy's ``exec``, ``-c``) and the notebook magics, so
-/// that no allocation of memtape's runner, runpy or the kernel is the program's.
+/// that no allocation of memtape's runner, runpy or the kernel is the program's. Where the
+/// recording starts here, the code's stacks end at the calling frame while only a capture
+/// file records ([`stack_floor`]): the runner's frames outside it are launcher files of
+/// every capture that runs code this way, which no report shows.
 #[pyfunction]
 #[pyo3(signature = (code, globals, locals=None, /))]
 pub(crate) fn _exec_as_program<'py>(
@@ -184,10 +187,22 @@ pub(crate) fn _exec_as_program<'py>(
         hook_mode::set(HookMode::Idle);
     }
     let locals = locals.unwrap_or(globals.as_any());
+    // The recording starts here: the program's stacks end at the calling frame (memtape's
+    // runner, the import system's or the notebook kernel's, all launcher files of the
+    // capture, which no report shows), while nothing but a capture file records.
+    let floor = if prev == HookMode::Idle {
+        None
+    } else {
+        // SAFETY: the GIL is held (`py`), so this thread has a thread state.
+        unsafe { stack_floor::enter(ffi::PyThreadState_Get()) }
+    };
     // SAFETY: the GIL is held; `code` is a code object (checked), `globals` a dict and
     // `locals` a live object, all borrowed for the call. Returns a new reference or null
     // with an exception set.
     let result = unsafe { ffi::PyEval_EvalCode(code.as_ptr(), globals.as_ptr(), locals.as_ptr()) };
+    if let Some(saved) = floor {
+        stack_floor::leave(saved);
+    }
     let still_waiting = !profiled && hook_mode::set(HookMode::Untraced) == HookMode::Untraced;
     if still_waiting {
         // The code never started (it raised first): take the profile function back.

@@ -1,9 +1,10 @@
 //! A thread's stack floor: while it runs a call made with `_call_as_program_with_floor`
-//! (the pytest plugin's call of a test), the stacks captured on that thread end at the
-//! frame that made the call. The frames outside it (pytest's,
-//! pluggy's, the launcher's: some 40 under pytest) are the same at every allocation of the
-//! call and no report of such a recording shows them (its `launcher_files` drop them), yet
-//! each capture would walk and compare them all.
+//! (the pytest plugin's call of a test) or code run by `_exec_as_program` as the recording
+//! starts (`memtape run`'s program, a notebook cell), the stacks captured on that thread
+//! end at the frame that made the call. The frames outside it (pytest's, pluggy's, the
+//! launcher's: some 40 under pytest; memtape's runner and runpy, 11 under `memtape run`)
+//! are the same at every allocation of the call and no report of such a recording shows
+//! them (its `launcher_files` drop them), yet each capture would walk and compare them all.
 //!
 //! The calling frame itself stays in the stacks: a stack that held only runner frames
 //! (an allocation made while the called function's frame is still being set up) keeps

@@ -100,6 +100,12 @@ impl Journal {
         self.entries.len()
     }
 
+    /// Whether one more entry fits without the journal growing.
+    #[inline(always)]
+    pub fn has_room(&self) -> bool {
+        self.entries.len() < self.entries.capacity()
+    }
+
     /// Whether the journal holds nothing.
     #[inline]
     pub fn is_empty(&self) -> bool {

@@ -213,8 +213,9 @@ extern "C" fn hook_free(ctx: *mut c_void, block: *mut c_void) {
         if !plain_frees() {
             return free_recorded(ctx, block);
         }
-        // The commonest free (tracemalloc's): no event, the recorder free, and the block
-        // a small one whose chunk the live table found last time. This path keeps to the
+        // The commonest frees: no event, the recorder free, and either the block a small
+        // one whose chunk the live table found last time (tracemalloc's), or a capture's
+        // free that its journal takes as it is (`memtape run`'s). This path keeps to the
         // registers a call may clobber, so the hook needs no stack frame and ends in a
         // jump to the allocator beneath; everything else is a call away.
         let Some(mut guard) = RECORDER.try_lock() else {

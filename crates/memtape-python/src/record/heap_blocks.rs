@@ -23,12 +23,18 @@ impl Recorder {
         }
     }
 
-    /// Records the end of block `addr` of the Python domain when that is quick and only
-    /// the live table needs to know (no capture): true when it was done, as
+    /// Records the end of block `addr` of the Python domain when that is quick: only the
+    /// live table needs to know (no capture), or only a capture (no live table) and its
+    /// journal takes the free without a call. True when it was done, as
     /// [`Recorder::end_heap_block`] would have done it; false when nothing changed.
     #[inline(always)]
     pub(crate) fn end_heap_block_quickly(&mut self, addr: u64) -> bool {
-        self.keep_live && self.capture.is_none() && self.live.remove_small_quickly(addr)
+        if self.keep_live {
+            return self.capture.is_none() && self.live.remove_small_quickly(addr);
+        }
+        self.capture
+            .as_mut()
+            .is_some_and(|sink| sink.free_unsized_quickly(addr))
     }
 
     /// Records the end of block `addr` in `domain` in the live table (when kept) and the

@@ -62,6 +62,12 @@ pub(crate) fn taken() {
     FULL.store(false, Ordering::Release);
 }
 
+/// Whether the journal is full: a thread recording a block now waits for the flusher.
+#[inline(always)]
+pub(crate) fn is_full() -> bool {
+    FULL.load(Ordering::Relaxed)
+}
+
 /// Whether a thread that recorded a block must wait for the flusher (one load).
 /// `capturing` says whether a capture is still recorded (the recorder's flag, given by
 /// the caller: the sinks sit below the recorder); a wait ends when it turns false.

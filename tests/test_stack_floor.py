@@ -332,5 +332,7 @@ def test_exec_as_program_ends_the_programs_stacks_at_its_caller(tmp_path: Path) 
     # once it returned or raised.
     assert all(s.index("runner") == len(s) - 1 for s in stacks if "runner" in s), stacks
     by_name = by_innermost(stacks)
-    assert by_name["after_run"] == [["after_run", "<module>"]]
-    assert by_name["after_raise"] == [["after_raise", "<module>"]]
+    # (3.12 allocates on a function's first line too: a site of its own, the same frames.)
+    for name in ("after_run", "after_raise"):
+        assert by_name[name], name
+        assert all(s == [name, "<module>"] for s in by_name[name]), by_name[name]

@@ -38,8 +38,6 @@ def test_naming_the_platform_starts_no_process() -> None:
         "from memtape.capture_metadata import platform_name\n"
         "print(platform_name())\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True
-    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == platform.platform()

@@ -73,7 +73,7 @@ pub(crate) fn is_full() -> bool {
 /// the caller: the sinks sit below the recorder); a wait ends when it turns false.
 #[inline(always)]
 pub(crate) fn wait_if_full(capturing: &AtomicBool) {
-    if FULL.load(Ordering::Relaxed) {
+    if is_full() {
         wait_for_flusher(capturing);
     }
 }

@@ -112,7 +112,10 @@ impl ThreadCapture {
         }
         let id = match found {
             frames::Innermost::Unchanged => self.ids[n - 1],
-            frames::Innermost::Moved(frame, innermost) => {
+            frames::Innermost::Moved(frame, instr) => {
+                // `found` was judged from `last_innermost` as it is (this thread's cache,
+                // changed by nothing since).
+                let innermost = self.last_innermost.as_mut()?;
                 // What the general path interns when the walk reaches the unchanged chain
                 // right past the innermost frame.
                 let parent = if n >= 2 { self.ids[n - 2] } else { EMPTY_STACK };
@@ -124,9 +127,9 @@ impl ThreadCapture {
                         id
                     }
                 };
+                innermost.moved_to(instr);
                 self.frames[n - 1] = frame;
                 self.ids[n - 1] = id;
-                self.last_innermost = Some(innermost);
                 id
             }
             frames::Innermost::Changed => return None,
@@ -242,7 +245,11 @@ impl ThreadCapture {
                 }
                 None => return,
             },
-            frames::Innermost::Moved(frame, innermost) => {
+            frames::Innermost::Moved(frame, instr) => {
+                let Some(mut innermost) = self.last_innermost else {
+                    return;
+                };
+                innermost.moved_to(instr);
                 self.walked.push(frame);
                 let included = self.chain.last().map_or(0, |c| c.included as usize);
                 (included, innermost)
@@ -356,7 +363,7 @@ pub(crate) fn walk(thread: Option<&HookThread>, tstate: *mut ffi::PyThreadState)
                     // thread's last complete walk, whose code objects are referenced in
                     // the current generation (checked just above) like the chain's, with
                     // the same stop (`take_stop`).
-                    let found = unsafe { frames::innermost_state(tstate, last, &cap.chain, stop) };
+                    let found = unsafe { frames::innermost_state(tstate, &last, &cap.chain, stop) };
                     if !matches!(found, frames::Innermost::Changed) {
                         // Interned by `intern_repeat`, or, should the ids turn out stale,
                         // as walked (`walked_from_repeat`).

@@ -35,6 +35,10 @@ pub(crate) static EVENTS_RECORDING: AtomicBool = AtomicBool::new(false);
 /// True while a capture file is being recorded.
 pub(crate) static CAPTURING: AtomicBool = AtomicBool::new(false);
 
+/// True while the recorder follows the Python heap (`TRACING`, `HEAP_EVENTS` or
+/// `CAPTURING`): the hooks' first test, one load where there were three.
+static HEAP_FOLLOWED: AtomicBool = AtomicBool::new(false);
+
 /// The traceback limit (tracemalloc's `nframe`); kept after `stop()`.
 pub(crate) static NFRAME: AtomicU32 = AtomicU32::new(1);
 
@@ -49,9 +53,7 @@ pub(crate) static RECORDER: SpinLock<Option<Recorder>> = SpinLock::new(None);
 /// Whether the hooks have anything to do.
 #[inline(always)]
 pub(crate) fn hooks_active() -> bool {
-    TRACING.load(Ordering::Relaxed)
-        || HEAP_EVENTS.load(Ordering::Relaxed)
-        || CAPTURING.load(Ordering::Relaxed)
+    HEAP_FOLLOWED.load(Ordering::Relaxed)
         || crate::record::native_state::ACTIVE.load(Ordering::Relaxed)
 }
 
@@ -385,6 +387,7 @@ fn publish_flags(rec: &mut Recorder) {
     let recording = rec.events.as_ref().is_some_and(|e| e.recording);
     EVENTS_RECORDING.store(recording, Ordering::Release);
     CAPTURING.store(rec.capture.is_some(), Ordering::Release);
+    HEAP_FOLLOWED.store(rec.heap_followed, Ordering::Release);
 }
 
 /// Makes the hooks' quick flags match the recorder.

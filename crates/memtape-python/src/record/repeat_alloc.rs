@@ -34,7 +34,7 @@ fn repeated(cap: &ThreadCapture, tstate: *mut ffi::PyThreadState) -> Option<fram
     if native_stacks::enabled() {
         return None;
     }
-    let last = cap.last_innermost?;
+    let last = cap.last_innermost.as_ref()?;
     // The chain's code objects are still referenced: the ids' generation is the current
     // one (as `walk` checks before trusting the chain).
     if cap.generation != GENERATION.load(Ordering::Acquire) {

@@ -194,6 +194,14 @@ pub(crate) struct InnermostFrame {
     complete_from: usize,
 }
 
+impl InnermostFrame {
+    /// This frame at instruction pointer `instr` ([`Innermost::Moved`]'s).
+    #[inline(always)]
+    pub(crate) fn moved_to(&mut self, instr: usize) {
+        self.instr = instr;
+    }
+}
+
 /// What [`innermost_state`] found.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Innermost {
@@ -201,8 +209,9 @@ pub(crate) enum Innermost {
     Unchanged,
     /// The last walk's stack but for its innermost frame, which is the same frame (same
     /// address, caller and code object, callers unchanged) at another instruction: that
-    /// frame as it is now, and what the next check compares.
-    Moved(RawFrame, InnermostFrame),
+    /// frame as it is now, and its instruction pointer (the only field of the last
+    /// walk's [`InnermostFrame`] that the next check compares differently).
+    Moved(RawFrame, usize),
     /// Something else: walk.
     Changed,
 }
@@ -296,7 +305,7 @@ unsafe fn chain_unchanged(l: &FrameLayout, chain: &[ChainFrame], p: usize) -> bo
 #[inline(always)]
 pub(crate) unsafe fn innermost_state(
     tstate: *mut ffi::PyThreadState,
-    last: InnermostFrame,
+    last: &InnermostFrame,
     chain: &[ChainFrame],
     stop: usize,
 ) -> Innermost {
@@ -338,7 +347,7 @@ pub(crate) unsafe fn innermost_state(
             code,
             lasti: ((instr - (code + l.code_adaptive)) / 2) as i32,
         };
-        Innermost::Moved(raw, InnermostFrame { instr, ..last })
+        Innermost::Moved(raw, instr)
     }
 }
 

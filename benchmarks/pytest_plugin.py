@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,8 @@ class Mode:
     wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
     passed: set[int] = field(default_factory=set)
+    # Per run: CPU seconds by thread role (ThreadCpu.by_role).
+    threads: list[dict[str, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -110,12 +113,15 @@ def run_once(python: str, suite: Suite, mode: Mode, timeout: float) -> None:
     proc = subprocess.Popen(
         cmd, cwd=suite.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
+    sampler = ThreadCpu(proc.pid)
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
         raise SystemExit(f"{suite.name} {mode.name}: ran past {timeout} s") from None
+    finally:
+        sampler.stop()
     wall = time.perf_counter() - start
     found = SUMMARY.findall(out)
     if proc.returncode != 0 or not found:
@@ -123,6 +129,59 @@ def run_once(python: str, suite: Suite, mode: Mode, timeout: float) -> None:
     mode.wall.append(wall)
     mode.cpu.append(children_cpu() - cpu_before)
     mode.passed.add(int(found[-1]))
+    mode.threads.append(sampler.by_role())
+
+
+class ThreadCpu:
+    """The CPU seconds of a running process's threads, read from ``/proc`` (Linux) every
+    ``every`` seconds on a thread of this process: the last reading of each thread, summed
+    by role: ``main`` (the thread that runs the tests), each of memtape's threads by name
+    (``memtape-flusher`` writes a capture, ``memtape-follow`` analyses a long test's
+    capture alongside it), and ``other``. What a thread used after the last
+    reading (at most ``every``) is missing: these say where the time went, not how much
+    there was (``Mode.cpu`` does)."""
+
+    def __init__(self, pid: int, every: float = 0.1) -> None:
+        self.pid = pid
+        self.every = every
+        self.latest: dict[int, tuple[str, float]] = {}
+        self.done = threading.Event()
+        self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.thread = threading.Thread(target=self._run, name="thread-cpu", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self._read()
+            if self.done.wait(self.every):
+                return
+
+    def _read(self) -> None:
+        try:
+            tids = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return
+        for tid in tids:
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/stat", encoding="ascii") as f:
+                    stat = f.read()
+            except OSError:
+                continue  # the thread ended meanwhile
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            # After the name: state, then fields 4..; utime and stime are fields 14 and 15.
+            fields = stat[stat.rindex(")") + 2 :].split()
+            self.latest[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / self.tick)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def by_role(self) -> dict[str, float]:
+        roles: dict[str, float] = {}
+        for tid, (name, seconds) in self.latest.items():
+            role = "main" if tid == self.pid else name if name.startswith("memtape") else "other"
+            roles[role] = roles.get(role, 0.0) + seconds
+        return roles
 
 
 def children_cpu() -> float:
@@ -152,6 +211,10 @@ def report(suite: Suite, results: list[Mode]) -> dict[str, object]:
             "x_memray": x_memray,
             "wall_s": mode.wall,
         }
+        roles = sorted({role for run in mode.threads for role in run})
+        rows[mode.name]["median_thread_cpu_s"] = {
+            role: statistics.median(run.get(role, 0.0) for run in mode.threads) for role in roles
+        }
         tests = ",".join(map(str, sorted(mode.passed)))
         plain = f"{x_plain:.2f}x" if x_plain is not None else "-"
         memray = f"{x_memray:.2f}x" if x_memray is not None else "-"
@@ -159,6 +222,12 @@ def report(suite: Suite, results: list[Mode]) -> dict[str, object]:
             f"{mode.name:<9}{tests:>7}{median:>10.2f}{min(mode.wall):>8.2f}"
             f"{statistics.median(mode.cpu):>8.2f}{plain:>9}{memray:>10}"
         )
+    print("CPU seconds by thread, median of the runs (read every 0.1 s: a last tenth is missing):")
+    for mode in results:
+        by_role = rows[mode.name]["median_thread_cpu_s"]
+        assert isinstance(by_role, dict)
+        shown = ", ".join(f"{role} {seconds:.2f}" for role, seconds in by_role.items())
+        print(f"  {mode.name}: {shown}")
     return rows
 
 

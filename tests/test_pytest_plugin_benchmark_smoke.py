@@ -1,6 +1,7 @@
 """Smoke test of benchmarks/pytest_plugin.py on a small generated suite: plain pytest,
 pytest --memray and pytest --memtape each run it and pass the same tests, and the table
-has a row and ratios for each. No timing is asserted."""
+has a row and ratios for each, and the CPU time of each mode's threads. No timing is
+asserted."""
 
 from __future__ import annotations
 
@@ -30,4 +31,8 @@ def test_a_small_tiny_suite_run_reports_every_mode(tmp_path: Path) -> None:
     assert all(m["tests"] == [150] for m in modes.values()), modes
     assert modes["plain"]["x_plain"] == 1.0 and modes["memray"]["x_memray"] == 1.0
     assert all(m["median_s"] > 0 and m["x_plain"] > 0 for m in modes.values())
-    assert proc.stdout.splitlines()[-1].startswith("memtape      150")
+    assert any(line.startswith("memtape      150") for line in proc.stdout.splitlines())
+    # Where each mode's CPU time went, by thread: the tests' own thread in every mode.
+    assert all(m["median_thread_cpu_s"]["main"] > 0 for m in modes.values()), modes
+    assert not any(r.startswith("memtape") for r in modes["plain"]["median_thread_cpu_s"])
+    assert "  memtape: main " in proc.stdout

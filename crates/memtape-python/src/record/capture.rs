@@ -246,6 +246,8 @@ impl ThreadCapture {
                 None => return,
             },
             frames::Innermost::Moved(frame, instr) => {
+                // Judged from `last_innermost`, which nothing cleared since (as for
+                // `Unchanged` above).
                 let Some(mut innermost) = self.last_innermost else {
                     return;
                 };

@@ -209,8 +209,8 @@ pub(crate) enum Innermost {
     Unchanged,
     /// The last walk's stack but for its innermost frame, which is the same frame (same
     /// address, caller and code object, callers unchanged) at another instruction: that
-    /// frame as it is now, and its instruction pointer (the only field of the last
-    /// walk's [`InnermostFrame`] that the next check compares differently).
+    /// frame as it is now, and its instruction pointer now (of the last walk's
+    /// [`InnermostFrame`], the one field that differs).
     Moved(RawFrame, usize),
     /// Something else: walk.
     Changed,

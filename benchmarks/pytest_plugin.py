@@ -44,6 +44,8 @@ CLEARED_ENV = ("PYTHONTRACEMALLOC", "MEMTAPE_TRACEMALLOC", "PYTHONMALLOC", "PYTH
 MODES = {"plain": (), "memray": ("--memray",), "memtape": ("--memtape",)}
 SUITES = ("more-itertools", "tiny")
 SUMMARY = re.compile(r"(\d+) passed")
+# Seconds between two readings of a run's threads (ThreadCpu).
+THREAD_READ_EVERY = 0.1
 TINY_FILE_TESTS = 100
 
 
@@ -141,7 +143,7 @@ class ThreadCpu:
     reading (at most ``every``) is missing: these say where the time went, not how much
     there was (``Mode.cpu`` does)."""
 
-    def __init__(self, pid: int, every: float = 0.1) -> None:
+    def __init__(self, pid: int, every: float = THREAD_READ_EVERY) -> None:
         self.pid = pid
         self.every = every
         self.latest: dict[int, tuple[str, float]] = {}
@@ -163,7 +165,10 @@ class ThreadCpu:
             return
         for tid in tids:
             try:
-                with open(f"/proc/{self.pid}/task/{tid}/stat", encoding="ascii") as f:
+                # A thread's name may hold any byte: decoded leniently, the name is only shown.
+                with open(
+                    f"/proc/{self.pid}/task/{tid}/stat", encoding="utf-8", errors="replace"
+                ) as f:
                     stat = f.read()
             except OSError:
                 continue  # the thread ended meanwhile
@@ -198,10 +203,15 @@ def report(suite: Suite, results: list[Mode]) -> dict[str, object]:
         f"{'x plain':>9}{'x memray':>10}"
     )
     rows: dict[str, object] = {}
+    by_thread: list[str] = []
     for mode in results:
         median = medians[mode.name]
         x_plain = median / medians["plain"] if "plain" in medians else None
         x_memray = median / medians["memray"] if "memray" in medians else None
+        roles = sorted({role for run in mode.threads for role in run})
+        thread_cpu = {
+            role: statistics.median(run.get(role, 0.0) for run in mode.threads) for role in roles
+        }
         rows[mode.name] = {
             "tests": sorted(mode.passed),
             "median_s": median,
@@ -210,11 +220,10 @@ def report(suite: Suite, results: list[Mode]) -> dict[str, object]:
             "x_plain": x_plain,
             "x_memray": x_memray,
             "wall_s": mode.wall,
+            "median_thread_cpu_s": thread_cpu,
         }
-        roles = sorted({role for run in mode.threads for role in run})
-        rows[mode.name]["median_thread_cpu_s"] = {
-            role: statistics.median(run.get(role, 0.0) for run in mode.threads) for role in roles
-        }
+        shown = ", ".join(f"{role} {seconds:.2f}" for role, seconds in thread_cpu.items())
+        by_thread.append(f"  {mode.name}: {shown}")
         tests = ",".join(map(str, sorted(mode.passed)))
         plain = f"{x_plain:.2f}x" if x_plain is not None else "-"
         memray = f"{x_memray:.2f}x" if x_memray is not None else "-"
@@ -222,12 +231,11 @@ def report(suite: Suite, results: list[Mode]) -> dict[str, object]:
             f"{mode.name:<9}{tests:>7}{median:>10.2f}{min(mode.wall):>8.2f}"
             f"{statistics.median(mode.cpu):>8.2f}{plain:>9}{memray:>10}"
         )
-    print("CPU seconds by thread, median of the runs (read every 0.1 s: a last tenth is missing):")
-    for mode in results:
-        by_role = rows[mode.name]["median_thread_cpu_s"]
-        assert isinstance(by_role, dict)
-        shown = ", ".join(f"{role} {seconds:.2f}" for role, seconds in by_role.items())
-        print(f"  {mode.name}: {shown}")
+    print(
+        f"CPU seconds by thread, median of the runs (read every {THREAD_READ_EVERY} s: "
+        "what a thread used after its last reading is missing):"
+    )
+    print("\n".join(by_thread))
     return rows
 
 

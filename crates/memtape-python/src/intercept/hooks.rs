@@ -18,7 +18,7 @@ use crate::intercept::heap_record::{
 };
 use crate::intercept::{pymalloc_beneath, ref_tracer};
 use crate::record::recorder::{hooks_active, Recorder, CAPTURING, HEAP_EVENTS, RECORDER};
-use crate::record::repeat_alloc::record_repeat_alloc;
+use crate::record::repeat_alloc::{record_repeat_alloc, record_repeat_event_free};
 use crate::record::spin_lock::SpinGuard;
 use crate::sinks::journal_backlog;
 use crate::thread::hook_mode::{HookMode, HookThread};
@@ -262,7 +262,15 @@ fn forward_free_beneath(ctx: *mut c_void, block: *mut c_void) {
 extern "C" fn free_recorded(ctx: *mut c_void, block: *mut c_void) {
     let recording = free_recording();
     if let Some(thread) = recording {
-        record_free(thread, PYTHON_DOMAIN, |t| tstate_for(slot(ctx), t), block);
+        // The commonest free in one piece; the rest (a stack to walk, memtape's own
+        // frees, a thread torn down) a call away.
+        let quick = thread.is_some_and(|t| {
+            t.mode() == HookMode::Idle
+                && record_repeat_event_free(t, tstate_for(slot(ctx), t), block as u64)
+        });
+        if !quick {
+            free_event_general(thread, ctx, block);
+        }
     }
     forward_free(ctx, block);
     // Not in a mode that records no frees: between fork preparation and the fork this
@@ -270,6 +278,13 @@ extern "C" fn free_recorded(ctx: *mut c_void, block: *mut c_void) {
     if recording.is_some() {
         journal_backlog::wait_if_full(&CAPTURING);
     }
+}
+
+/// [`free_recorded`]'s general path: the free's stack walked, or no stack (memtape's own
+/// frees, a thread torn down).
+#[inline(never)]
+fn free_event_general(thread: Option<&HookThread>, ctx: *mut c_void, block: *mut c_void) {
+    record_free(thread, PYTHON_DOMAIN, |t| tstate_for(slot(ctx), t), block);
 }
 
 /// [`hook_free`] with no event to record, when the recorder was not free at once: it

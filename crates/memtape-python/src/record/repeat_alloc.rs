@@ -16,12 +16,16 @@ use pyo3::ffi;
 
 use crate::cpython::frames;
 use crate::native::unwind::native_stacks;
+use crate::record::event_clock;
 use crate::record::op_context::{self, TracebackHandle};
 use crate::record::recorder::{Attribution, Recorder, EVENTS_RECORDING, GENERATION, RECORDER};
 use crate::record::spin_lock::SpinGuard;
 use crate::record::stack_floor;
-use crate::thread::hook_mode::HookThread;
+use crate::thread::hook_mode::{HookMode, HookThread};
 use crate::thread::thread_capture::ThreadCapture;
+
+/// The Python allocators' domain (tracemalloc's domain 0).
+const PYTHON_DOMAIN: u32 = 0;
 
 /// Whether the calling thread's stack repeats its last capture (the same stack, or its
 /// innermost frame moved on), judged before the recorder is locked; `None` when that is
@@ -73,7 +77,7 @@ pub(crate) fn record_repeat_alloc(
     let Some(rec) = guard.as_mut() else {
         return false;
     };
-    rec.begin_heap_block(0, block, size, stack);
+    rec.begin_heap_block(PYTHON_DOMAIN, block, size, stack);
     if let Some(at) = at {
         rec.push_heap_event(Action::Alloc, block, size, stack, at);
     }
@@ -109,6 +113,62 @@ pub(crate) fn record_repeat_free(
         return true;
     };
     rec.push_heap_event(Action::Free, old.addr, old.size, stack, at);
+    true
+}
+
+/// The event recorder's commonest free, in one piece: a Python-heap block freed by a
+/// thread in ordinary code (`thread`'s mode idle) whose stack is the one it captured last,
+/// or that one with its innermost frame moved on. It records what
+/// [`crate::intercept::heap_record::record_free`] records for that free (the block
+/// forgotten, its free event with that stack), reading the thread's state, the recorder's
+/// option and the event's attribution once each instead of once per step. False when the
+/// stack is not known to repeat, and nothing was done (the caller then takes the general
+/// path); true when the free was handled, recorded or not.
+///
+/// `thread` must be the calling thread's hook state, idle, while heap events are recorded;
+/// `tstate` its thread state with the GIL held, or null (then false).
+#[inline(always)]
+pub(crate) fn record_repeat_event_free(
+    thread: &HookThread,
+    tstate: *mut ffi::PyThreadState,
+    block: u64,
+) -> bool {
+    // As the general path, the mode first: a native hook that a signal handler runs on
+    // this thread meanwhile passes, and finds the cache borrowed.
+    let prev = thread.set_mode(HookMode::InAllocHook);
+    let handled = repeat_event_free_guarded(thread, tstate, block);
+    thread.set_mode(prev);
+    handled
+}
+
+/// [`record_repeat_event_free`] with the thread's mode set.
+#[inline(always)]
+fn repeat_event_free_guarded(
+    thread: &HookThread,
+    tstate: *mut ffi::PyThreadState,
+    block: u64,
+) -> bool {
+    let Ok(mut cap) = thread.capture.try_borrow_mut() else {
+        return false;
+    };
+    let Some(found) = repeated(&cap, tstate) else {
+        return false;
+    };
+    let at = Attribution {
+        op: op_context::current(),
+        ticks: event_clock::ticks_on(&thread.clock),
+        thread: thread.tid(),
+    };
+    let mut guard = RECORDER.lock();
+    let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
+        return true;
+    };
+    let Some(stack) = cap.intern_repeat(rec, found) else {
+        return false;
+    };
+    if let Some(old) = rec.end_heap_block(PYTHON_DOMAIN, block) {
+        rec.push_heap_event(Action::Free, old.addr, old.size, stack, &at);
+    }
     true
 }
 

@@ -650,13 +650,18 @@ def git_commit(given: str | None) -> str:
 
 
 def interpreter(python: str) -> str:
-    """The measured interpreter's version and build, and its memray's version."""
+    """The measured interpreter's version and build, its memray's version, and the kind of
+    memtape build measured (profile-guided or plain: scripts/pgo_build.sh)."""
     code = (
         "import platform, importlib.metadata as m\n"
         "try: memray = m.version('memray')\n"
         "except m.PackageNotFoundError: memray = 'not installed'\n"
+        "try:\n"
+        "    import memtape._native as n\n"
+        "    build = getattr(n, 'BUILD_KIND', 'plain')\n"
+        "except ImportError as e: build = f'not importable ({e})'\n"
         "print(f'CPython {platform.python_version()} ({platform.python_implementation()}, "
-        "{platform.python_compiler()}), memray {memray}')\n"
+        "{platform.python_compiler()}), memray {memray}, memtape build: {build}')\n"
     )
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
     return proc.stdout.strip() or f"unknown ({python} did not start: {proc.stderr.strip()})"

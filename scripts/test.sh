@@ -7,6 +7,8 @@
 #     reports' memory budget on 20 M events, the capture's size target, a 1 M-event
 #     snapshot loaded by Python; about 2 minutes), which the default run leaves out
 #   Python: ruff and mypy --strict on python/memtape
+#   each CPython's extension built profile-guided (scripts/venv.sh, scripts/pgo_build.sh;
+#     MEMTAPE_PGO=0: without a profile); a build without one is listed as left out
 #   for each supported CPython (3.11 to 3.15; MEMTAPE_PYTHONS="3.11 3.14" to narrow):
 #     memtape's pytest suite (its viewer tests need ../shared/memviz, Chromium, node and
 #     npm; the native tests gcc; the stress watchdog gdb; the live view tests tmux; all
@@ -196,6 +198,10 @@ for v in $versions; do
     continue
   fi
   venv_python[$v]="$py"
+  # The build is profile-guided unless scripts/pgo_build.sh could not make it so.
+  kind=$(in_home_of "$v" "$py" -c 'import memtape._native as n; print(n.BUILD_KIND)' || echo unknown)
+  [ "$kind" = pgo ] || left_out+=("CPython $v: memtape's profile-guided build \
+(built $kind; scripts/pgo_build.sh said why above)")
 done
 first=1
 for v in $versions; do

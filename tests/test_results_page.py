@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import memtape._native
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "results_page.py"
 
@@ -104,6 +106,9 @@ def test_quick_write_puts_every_target_between_the_markers(tmp_path: Path) -> No
     today = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     assert f"date: {today}" in text
     assert f"CPython {platform.python_version()}" in text
+    # Which build was measured: the one this interpreter imports.
+    assert f"memtape build: {memtape._native.BUILD_KIND}" in text
+    assert memtape._native.BUILD_KIND in {"pgo", "plain", "instrumented"}
     assert re.search(r"round 1: started .* load average \(1, 5, 15 min\) [0-9.]+, ", text)
 
     rows = table_rows(text)

@@ -7,6 +7,7 @@ from typing import Any, Literal, TypeVar
 _T = TypeVar("_T")
 
 BUILT_FOR: tuple[int, int]
+BUILD_KIND: str  # "pgo" (scripts/pgo_build.sh), "instrumented" or "plain"
 
 _FrameTuple = tuple[str, int]
 _Frames = tuple[_FrameTuple, ...]

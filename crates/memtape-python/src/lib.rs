@@ -27,6 +27,13 @@ use pyo3::prelude::*;
 static OWN_HEAP: session::process_memory::CountingAllocator =
     session::process_memory::CountingAllocator;
 
+/// How this extension was built: "pgo" (profile-guided, scripts/pgo_build.sh),
+/// "instrumented" (that script's counting build) or "plain"; benchmarks report it.
+const BUILD_KIND: &str = match option_env!("MEMTAPE_BUILD_KIND") {
+    Some(kind) => kind,
+    None => "plain",
+};
+
 // The recorder relies on the GIL (free-threaded builds are refused at build time).
 #[pymodule(gil_used = true)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -51,6 +58,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     session::fork_safety::register();
     api::c_api::export(m)?;
     m.add("BUILT_FOR", (major, minor))?;
+    m.add("BUILD_KIND", BUILD_KIND)?;
     m.add_class::<api::trace_set_py::PyTraceSet>()?;
     m.add_function(wrap_pyfunction!(api::tracemalloc_api::start, m)?)?;
     m.add_function(wrap_pyfunction!(api::tracemalloc_api::stop, m)?)?;

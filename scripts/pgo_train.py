@@ -101,11 +101,8 @@ def capture_paths(scratch: Path) -> None:
     memtape_cli(
         "run", "-q", "--force", "--no-native-heap", "-o", str(scratch / "py.mtape"), "-c", small
     )
-    native = NATIVE_WORKLOADS / "numpy_arrays.py"
-    if native.exists():
-        memtape_cli(
-            "run", "-q", "--force", "--native", "-o", str(scratch / "native.mtape"), str(native)
-        )
+    native = str(NATIVE_WORKLOADS / "numpy_arrays.py")
+    memtape_cli("run", "-q", "--force", "--native", "-o", str(scratch / "native.mtape"), native)
     for command in (
         ["stats"],
         ["top"],

@@ -37,6 +37,7 @@ pub use live_table::{LiveEntry, LiveTable, TableFull};
 pub use memory_snapshot::{MemorySnapshot, ResolvedFrame, SegmentState};
 pub use memory_source::{
     MemorySource, SourceSplit, MLX_DOMAIN, NATIVE_DEVICE, NATIVE_DOMAIN, NUMPY_DOMAIN,
+    PYTHON_DOMAIN,
 };
 pub use mmap_ranges::{MappedPiece, MmapRanges, RangeChange};
 pub use stack_table::{

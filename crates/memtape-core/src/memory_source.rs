@@ -7,6 +7,9 @@
 //! (reports, the JSON `by_source` objects and the timeline CSV add up to it), and
 //! `framework` keeps meaning NumPy's buffers and what framework-API users report.
 
+/// tracemalloc's domain for the Python allocators (PEP 445's three domains together).
+pub const PYTHON_DOMAIN: u32 = 0;
+
 /// tracemalloc's domain for NumPy buffers (numpy's `NPY_TRACE_DOMAIN`).
 pub const NUMPY_DOMAIN: u32 = 389_047;
 

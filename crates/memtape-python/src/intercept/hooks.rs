@@ -10,6 +10,7 @@ use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use memtape_core::PYTHON_DOMAIN;
 use pyo3::ffi::{self, PyMemAllocatorDomain, PyMemAllocatorEx};
 
 use crate::cpython::thread_state;
@@ -22,9 +23,6 @@ use crate::record::repeat_alloc::{record_repeat_alloc, record_repeat_event_free}
 use crate::record::spin_lock::SpinGuard;
 use crate::sinks::journal_backlog;
 use crate::thread::hook_mode::{HookMode, HookThread};
-
-/// The domain tracemalloc uses for the Python allocators.
-const PYTHON_DOMAIN: u32 = 0;
 
 /// One wrapped domain: the allocator we forward to.
 struct HookSlot {

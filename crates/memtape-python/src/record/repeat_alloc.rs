@@ -11,7 +11,7 @@
 
 use std::sync::atomic::Ordering;
 
-use memtape_core::{Action, StackId};
+use memtape_core::{Action, StackId, PYTHON_DOMAIN};
 use pyo3::ffi;
 
 use crate::cpython::frames;
@@ -23,9 +23,6 @@ use crate::record::spin_lock::SpinGuard;
 use crate::record::stack_floor;
 use crate::thread::hook_mode::{HookMode, HookThread};
 use crate::thread::thread_capture::ThreadCapture;
-
-/// The Python allocators' domain (tracemalloc's domain 0).
-const PYTHON_DOMAIN: u32 = 0;
 
 /// Whether the calling thread's stack repeats its last capture (the same stack, or its
 /// innermost frame moved on), judged before the recorder is locked; `None` when that is
@@ -71,7 +68,7 @@ pub(crate) fn record_repeat_alloc(
     size: u64,
     at: Option<&Attribution>,
 ) -> bool {
-    let Repeat::Stack(mut guard, stack) = lock_repeated_stack(thread, tstate) else {
+    let Some((mut guard, stack)) = lock_repeated_stack(thread, tstate) else {
         return false;
     };
     let Some(rec) = guard.as_mut() else {
@@ -101,19 +98,7 @@ pub(crate) fn record_repeat_free(
     block: u64,
     at: &Attribution,
 ) -> bool {
-    let (mut guard, stack) = match lock_repeated_stack(thread, tstate) {
-        Repeat::Unknown => return false,
-        Repeat::NotFollowed => return true,
-        Repeat::Stack(guard, stack) => (guard, stack),
-    };
-    let Some(rec) = guard.as_mut() else {
-        return true;
-    };
-    let Some(old) = rec.end_heap_block(domain, block) else {
-        return true;
-    };
-    rec.push_heap_event(Action::Free, old.addr, old.size, stack, at);
-    true
+    repeat_free(thread, tstate, domain, block, || *at)
 }
 
 /// The event recorder's commonest free, in one piece: a Python-heap block freed by a
@@ -148,17 +133,32 @@ fn repeat_event_free_guarded(
     tstate: *mut ffi::PyThreadState,
     block: u64,
 ) -> bool {
+    repeat_free(thread, tstate, PYTHON_DOMAIN, block, || Attribution {
+        op: op_context::current(),
+        ticks: event_clock::ticks_on(&thread.clock),
+        thread: thread.tid(),
+    })
+}
+
+/// What [`record_repeat_free`] and [`record_repeat_event_free`] record, with the event's
+/// attribution made by `at` once the stack is known to repeat (the quick free reads the
+/// clock only then). The recorder's option, the thread's cache and the stack id are each
+/// read once (HISTORY section 55).
+#[inline(always)]
+fn repeat_free(
+    thread: &HookThread,
+    tstate: *mut ffi::PyThreadState,
+    domain: u32,
+    block: u64,
+    at: impl FnOnce() -> Attribution,
+) -> bool {
     let Ok(mut cap) = thread.capture.try_borrow_mut() else {
         return false;
     };
     let Some(found) = repeated(&cap, tstate) else {
         return false;
     };
-    let at = Attribution {
-        op: op_context::current(),
-        ticks: event_clock::ticks_on(&thread.clock),
-        thread: thread.tid(),
-    };
+    let at = at();
     let mut guard = RECORDER.lock();
     let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
         return true;
@@ -166,42 +166,28 @@ fn repeat_event_free_guarded(
     let Some(stack) = cap.intern_repeat(rec, found) else {
         return false;
     };
-    if let Some(old) = rec.end_heap_block(PYTHON_DOMAIN, block) {
+    if let Some(old) = rec.end_heap_block(domain, block) {
         rec.push_heap_event(Action::Free, old.addr, old.size, stack, &at);
     }
     true
 }
 
-/// What [`lock_repeated_stack`] found.
-enum Repeat {
-    /// The stack is not known to repeat the thread's last one: the general path.
-    Unknown,
-    /// Nothing follows the Python heap.
-    NotFollowed,
-    /// The stack's id, with the recorder locked.
-    Stack(SpinGuard<'static, Option<Recorder>>, StackId),
-}
-
 /// Locks the recorder and takes the stack id of the calling thread's stack when that
-/// stack is the one it captured last or that one with its innermost frame moved on.
+/// stack is the one it captured last or that one with its innermost frame moved on, and
+/// the recorder follows the Python heap; `None` otherwise (the general path).
 /// `thread` and `tstate` as for [`record_repeat_alloc`].
 #[inline(always)]
-fn lock_repeated_stack(thread: &HookThread, tstate: *mut ffi::PyThreadState) -> Repeat {
-    let Ok(mut cap) = thread.capture.try_borrow_mut() else {
-        return Repeat::Unknown;
-    };
-    let Some(found) = repeated(&cap, tstate) else {
-        return Repeat::Unknown;
-    };
+fn lock_repeated_stack(
+    thread: &HookThread,
+    tstate: *mut ffi::PyThreadState,
+) -> Option<(SpinGuard<'static, Option<Recorder>>, StackId)> {
+    let mut cap = thread.capture.try_borrow_mut().ok()?;
+    let found = repeated(&cap, tstate)?;
     let mut guard = RECORDER.lock();
-    let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
-        return Repeat::NotFollowed;
-    };
+    let rec = guard.as_mut().filter(|r| r.follows_heap())?;
     // The stack first: when it cannot be had here, the general path does everything.
-    match cap.intern_repeat(rec, found) {
-        Some(stack) => Repeat::Stack(guard, stack),
-        None => Repeat::Unknown,
-    }
+    let stack = cap.intern_repeat(rec, found)?;
+    Some((guard, stack))
 }
 
 /// `capture_traceback`'s handle for the calling thread's stack when it repeats its last

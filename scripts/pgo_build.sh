@@ -43,9 +43,21 @@ ver=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 data="$target/pgo-data/$ver"
 rm -rf "$data"
 mkdir -p "$data/raw"
-CARGO_TARGET_DIR="$target/pgo-gen" RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-generate=$data/raw" \
-  MEMTAPE_BUILD_KIND=instrumented develop || plain "the instrumented build failed"
+# Builds with one more rustc flag (a profile's path, which may hold a space: it travels in
+# CARGO_ENCODED_RUSTFLAGS, see scripts/rustflags_with.sh) into $target/DIR, as build KIND.
+# Usage: build_with FLAG KIND DIR
+build_with() {
+  local encoded
+  encoded=$(scripts/rustflags_with.sh "$1") || return 1
+  (
+    unset RUSTFLAGS
+    export CARGO_ENCODED_RUSTFLAGS="$encoded" CARGO_TARGET_DIR="$target/$3"
+    MEMTAPE_BUILD_KIND="$2" develop
+  )
+}
+build_with "-Cprofile-generate=$data/raw" instrumented pgo-gen ||
+  plain "the instrumented build failed"
 "$venv/bin/python" scripts/pgo_train.py || plain "the training run (scripts/pgo_train.py) failed"
 "$tool" merge -o "$data/memtape.profdata" "$data/raw" || plain "llvm-profdata merge failed"
-CARGO_TARGET_DIR="$target/pgo-use" RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-use=$data/memtape.profdata" \
-  MEMTAPE_BUILD_KIND=pgo develop || plain "the profile-guided build failed"
+build_with "-Cprofile-use=$data/memtape.profdata" pgo pgo-use ||
+  plain "the profile-guided build failed"

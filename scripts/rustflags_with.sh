@@ -11,9 +11,7 @@ set -euo pipefail
 sep=$'\x1f'
 flags=()
 if [ -n "${CARGO_ENCODED_RUSTFLAGS+set}" ]; then
-  if [ -n "$CARGO_ENCODED_RUSTFLAGS" ]; then
-    IFS="$sep" read -r -d '' -a flags < <(printf '%s\0' "$CARGO_ENCODED_RUSTFLAGS") || true
-  fi
+  IFS="$sep" read -r -d '' -a flags < <(printf '%s\0' "$CARGO_ENCODED_RUSTFLAGS") || true
 elif [ -n "${RUSTFLAGS:-}" ]; then
   read -r -d '' -a flags < <(printf '%s\0' "$RUSTFLAGS") || true
 fi

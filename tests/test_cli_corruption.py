@@ -425,10 +425,10 @@ def block_that_allocates(
 ) -> tuple[int, int, int]:
     """``(offset, length, unknown frees in it)`` of a records block, the middle one or the
     nearest after it, in which the program allocated one of its lists (300 strings) and
-    which a later block with a list follows: the lists are freed at the program's end,
-    after the block. (The flusher writes blocks by time: on a busy machine a block may hold
-    a few stray events and no list.) The counts come from the capture cut short at each
-    block's end."""
+    which a later block with a list follows, so that the program's end, where the lists
+    are freed, comes after it. (The flusher writes blocks by time: on a busy machine a
+    block may hold a few stray events and no list.) The counts come from the capture cut
+    short at each block's end."""
     totals = []
     for end in [blocks[0][0]] + [offset + length for offset, length in blocks]:
         (tmp_path / "cut.mtape").write_bytes(data[:end])

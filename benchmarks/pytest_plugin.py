@@ -8,7 +8,9 @@ alone). Each run is a fresh ``python -m pytest -q -p no:cacheprovider`` (start-u
 imports included, as a user pays them); runs are interleaved round-robin, mode after mode,
 so that the machine's load falls on all of them alike. Each mode's median and best wall
 time and its median CPU time are printed, with the ratios of its median to plain
-pytest's and to pytest-memray's.
+pytest's and to pytest-memray's. ``--peer-runs K`` runs pytest-memray (the peer, shown
+beside memtape, not a target) in the first K of those rounds only: the tiny suite takes
+it about nine times as long as plain pytest.
 
     python3 benchmarks/pytest_plugin.py --python .venv-3.11/bin/python           # 3 runs
     python3 benchmarks/pytest_plugin.py --runs 1 --suites tiny --tiny-tests 500
@@ -197,7 +199,8 @@ def children_cpu() -> float:
 
 def report(suite: Suite, results: list[Mode]) -> dict[str, object]:
     medians = {m.name: statistics.median(m.wall) for m in results}
-    print(f"\n{suite.name}: {len(results[0].wall)} interleaved runs per mode")
+    runs = ", ".join(f"{m.name} {len(m.wall)}" for m in results)
+    print(f"\n{suite.name}: interleaved runs per mode: {runs}")
     print(
         f"{'mode':<9}{'tests':>7}{'median s':>10}{'best s':>8}{'cpu s':>8}"
         f"{'x plain':>9}{'x memray':>10}"
@@ -243,6 +246,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--python", default=sys.executable, help="interpreter measured")
     parser.add_argument("--runs", type=int, default=3, help="runs per mode (default 3)")
+    parser.add_argument(
+        "--peer-runs",
+        type=int,
+        default=None,
+        help="runs of pytest --memray, in the first of the interleaved rounds (default: --runs)",
+    )
     parser.add_argument("--modes", default=",".join(MODES), help="plain,memray,memtape")
     parser.add_argument("--suites", default=",".join(SUITES), help="more-itertools,tiny")
     parser.add_argument("--tiny-tests", type=int, default=5000, help="tests in the tiny suite")
@@ -253,6 +262,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.runs, args.tiny_tests = 1, 150
+    peer_runs = args.runs if args.peer_runs is None else min(args.peer_runs, args.runs)
+    if args.runs < 1 or peer_runs < 1:
+        parser.error("--runs and --peer-runs: at least 1")
     names = args.modes.split(",")
     suites = args.suites.split(",")
     if sorted(set(names) - set(MODES)) or sorted(set(suites) - set(SUITES)):
@@ -268,6 +280,8 @@ def main() -> None:
         results = [Mode(m, MODES[m]) for m in names]
         for run in range(args.runs):
             for mode in results:
+                if mode.name == "memray" and run >= peer_runs:
+                    continue
                 run_once(python, suite, mode, args.timeout)
                 print(
                     f"{suite.name} run {run + 1}/{args.runs} {mode.name}: "

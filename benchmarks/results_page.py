@@ -17,8 +17,11 @@ different times (``--pause`` seconds between rounds):
 - ``reports.py``: ``memtape stats`` and the flame graph on alloc_heavy's 36 M-event capture,
   memray's beside them;
 - ``pytest_plugin.py``: plain ``pytest``, ``pytest --memray`` and ``pytest --memtape`` on
-  more-itertools' own suite and on 5,000 tiny tests (``--pytest-runs`` runs each per round,
-  default 1: a round of them takes about three minutes).
+  more-itertools' own suite and on 5,000 tiny tests: ``--pytest-runs`` interleaved runs of
+  plain ``pytest`` and ``pytest --memtape`` per round (default 3, as the other parts' runs
+  per configuration: one run of a suite swings by a fifth on this host), and one of
+  ``pytest --memray`` (shown beside, not a target; it takes the tiny suite about nine times
+  plain's time); a round of them takes about five minutes.
 
 Each round's value of a target comes from that round's runs (medians over ``--runs``,
 interleaved); the table shows every round's value, their median, the target and whether
@@ -613,7 +616,8 @@ class Session:
                 data["reports"] = json.loads(out.read_text())
         if "pytest" in args.parts:
             out = folder / "pytest.json"
-            plugin_args = ["--runs", str(args.pytest_runs), *quick, "--json", str(out)]
+            plugin_args = ["--runs", str(args.pytest_runs), "--peer-runs", "1", *quick]
+            plugin_args += ["--json", str(out)]
             if self.script("pytest_plugin.py", *plugin_args, output=out, part="pytest"):
                 data["pytest"] = json.loads(out.read_text())
         data["loadavg_end"] = os.getloadavg()
@@ -814,7 +818,8 @@ def render(raw: dict[str, Any]) -> str:
         f"- date: {meta['started']}; commit {meta['commit']}",
         f"- {meta['interpreter']}; {meta['machine']}",
         f"- {len(rounds)} round(s), {args.runs} run(s) per configuration in each "
-        f"round ({getattr(args, 'pytest_runs', 1)} of each pytest mode), {args.pause:g} s "
+        f"round ({getattr(args, 'pytest_runs', 1)} of plain pytest and pytest --memtape, "
+        f"1 of pytest --memray), {args.pause:g} s "
         f"between rounds; parts: {', '.join(args.parts)}",
     ]
     unsteady_why = [unsteady(data) for data in rounds]
@@ -892,8 +897,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--pytest-runs",
         type=int,
-        default=1,
-        help="runs of each pytest mode on each suite in each round (default 1)",
+        default=3,
+        help="runs of plain pytest and pytest --memtape on each suite in each round, "
+        "interleaved (default 3; pytest --memray runs once)",
     )
     p.add_argument("--quick", action="store_true", help="smallest sizes, to check it works")
     p.add_argument(

@@ -36,3 +36,38 @@ def test_a_small_tiny_suite_run_reports_every_mode(tmp_path: Path) -> None:
     assert all(m["median_thread_cpu_s"]["main"] > 0 for m in modes.values()), modes
     assert not any(r.startswith("memtape") for r in modes["plain"]["median_thread_cpu_s"])
     assert "  memtape: main " in proc.stdout
+
+
+def test_the_peer_runs_only_in_the_first_rounds(tmp_path: Path) -> None:
+    """``--peer-runs 1``: pytest-memray once, plain pytest and --memtape every round
+    (the results page's pytest part), each mode still passing the same tests."""
+    numbers = tmp_path / "plugin.json"
+    proc = subprocess.run(
+        [
+            *(sys.executable, str(SCRIPT), "--runs", "2", "--peer-runs", "1"),
+            *("--suites", "tiny", "--tiny-tests", "100", "--work", str(tmp_path / "work")),
+            *("--json", str(numbers)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    modes = json.loads(numbers.read_text())["tiny"]
+    assert {name: len(m["wall_s"]) for name, m in modes.items()} == {
+        "plain": 2,
+        "memray": 1,
+        "memtape": 2,
+    }
+    assert all(m["tests"] == [100] for m in modes.values()), modes
+    assert "interleaved runs per mode: plain 2, memray 1, memtape 2" in proc.stdout
+    # The order of the runs: memray only in the first round.
+    order = [line.split(": ")[0] for line in proc.stdout.splitlines() if " run " in line]
+    assert order == [
+        "tiny run 1/2 plain",
+        "tiny run 1/2 memray",
+        "tiny run 1/2 memtape",
+        "tiny run 2/2 plain",
+        "tiny run 2/2 memtape",
+    ], order

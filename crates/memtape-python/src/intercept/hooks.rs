@@ -2,8 +2,8 @@
 //!
 //! Each hook forwards to the allocator it wraps and, while tracing, records the block.
 //! Rules (DESIGN.md, hot path): never take the GIL, never call into Python, never allocate
-//! through a hooked allocator (Rust's own allocations go to libc `malloc`), and pass nested
-//! calls straight through.
+//! through a hooked allocator (Rust's own allocations go to libc `malloc`, big ones to
+//! `mmap`: `session::process_memory`), and pass nested calls straight through.
 
 use std::cell::UnsafeCell;
 use std::ffi::c_void;

@@ -3,7 +3,9 @@
 //! and memtape's own heap: every allocation of memtape's Rust code (the recorder's
 //! tables, the capture's buffers, the analyses run in the traced process) goes through a
 //! counting global allocator, whose peak since the capture started is memtape's own
-//! share of the process' memory.
+//! share of the process' memory. Its big blocks are mappings of their own, made and
+//! unmapped by the kernel, so that memtape's buffers leave the C library's heap and its
+//! thresholds to the program.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,11 +34,103 @@ impl CountingAllocator {
     }
 }
 
-// SAFETY: every call is passed to `System` unchanged; the counters only observe.
+/// memtape's own blocks of at least this many bytes come from the kernel (`mmap`), not
+/// from the C library's `malloc`: freeing one gives its pages back at once, and glibc
+/// never sees it, so memtape's big buffers (journals, tables, encoders) neither raise
+/// glibc's dynamic mmap threshold for the program's own allocations nor stay behind in
+/// an arena of one of memtape's threads (HISTORY.md section 57).
+const DIRECT_FROM_KERNEL: usize = 256 * 1024;
+
+/// The page size this allocator rounds kernel blocks to (4 KiB, or a larger page size
+/// on hosts that use one: rounding to 64 KiB is correct there too, only coarser).
+const KERNEL_ROUND: usize = 64 * 1024;
+
+/// Whether a block of `layout` comes from the kernel (see [`DIRECT_FROM_KERNEL`]); the
+/// same answer for its `alloc`, `realloc` and `dealloc`, which get the same size.
+#[inline(always)]
+fn from_kernel(size: usize, align: usize) -> bool {
+    cfg!(target_os = "linux") && size >= DIRECT_FROM_KERNEL && align <= 4096
+}
+
+#[inline]
+fn kernel_len(size: usize) -> usize {
+    size.next_multiple_of(KERNEL_ROUND)
+}
+
+#[cfg(target_os = "linux")]
+fn kernel_alloc(size: usize) -> *mut u8 {
+    // SAFETY: an anonymous private mapping of a fresh range; no existing memory touched.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            kernel_len(size),
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        std::ptr::null_mut()
+    } else {
+        p.cast()
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn kernel_free(ptr: *mut u8, size: usize) {
+    // SAFETY: `ptr` is a mapping made by `kernel_alloc` (or `kernel_realloc`) for a block
+    // of `size` bytes, which its owner gives back; nothing uses it after this.
+    unsafe { libc::munmap(ptr.cast(), kernel_len(size)) };
+}
+
+#[cfg(target_os = "linux")]
+fn kernel_realloc(ptr: *mut u8, size: usize, new_size: usize) -> *mut u8 {
+    // SAFETY: `ptr` is a mapping of `kernel_len(size)` bytes made here; the kernel moves
+    // or grows it with its contents, and the old range is not used again.
+    let p = unsafe {
+        libc::mremap(
+            ptr.cast(),
+            kernel_len(size),
+            kernel_len(new_size),
+            libc::MREMAP_MAYMOVE,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        std::ptr::null_mut()
+    } else {
+        p.cast()
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn kernel_alloc(_size: usize) -> *mut u8 {
+    unreachable!("from_kernel is false off Linux")
+}
+
+#[cfg(not(target_os = "linux"))]
+fn kernel_free(_ptr: *mut u8, _size: usize) {
+    unreachable!("from_kernel is false off Linux")
+}
+
+#[cfg(not(target_os = "linux"))]
+fn kernel_realloc(_ptr: *mut u8, _size: usize, _new_size: usize) -> *mut u8 {
+    unreachable!("from_kernel is false off Linux")
+}
+
+// SAFETY: a block of at least `DIRECT_FROM_KERNEL` bytes (alignment at most a page) is a
+// mapping of its own, which `mmap` returns page-aligned and zeroed, and which is unmapped
+// with the same rounded length on `dealloc` (Rust hands `dealloc` and `realloc` the
+// layout the block was made with, so `from_kernel` answers the same for it); every other
+// call is passed to `System` unchanged. The counters only observe.
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's layout, passed on.
-        let p = unsafe { System.alloc(layout) };
+        let p = if from_kernel(layout.size(), layout.align()) {
+            kernel_alloc(layout.size())
+        } else {
+            // SAFETY: the caller's layout, passed on.
+            unsafe { System.alloc(layout) }
+        };
         if !p.is_null() {
             Self::grew(layout.size());
         }
@@ -44,8 +138,13 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's layout, passed on.
-        let p = unsafe { System.alloc_zeroed(layout) };
+        let p = if from_kernel(layout.size(), layout.align()) {
+            // A fresh anonymous mapping reads as zeros.
+            kernel_alloc(layout.size())
+        } else {
+            // SAFETY: the caller's layout, passed on.
+            unsafe { System.alloc_zeroed(layout) }
+        };
         if !p.is_null() {
             Self::grew(layout.size());
         }
@@ -53,14 +152,52 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from this allocator (so from `System`) with this layout.
-        unsafe { System.dealloc(ptr, layout) };
+        if from_kernel(layout.size(), layout.align()) {
+            kernel_free(ptr, layout.size());
+        } else {
+            // SAFETY: `ptr` came from `System` with this layout (not from the kernel).
+            unsafe { System.dealloc(ptr, layout) };
+        }
         OWN_LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: as for `dealloc`; `new_size` is the caller's.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        let (old_big, new_big) = (
+            from_kernel(layout.size(), layout.align()),
+            from_kernel(new_size, layout.align()),
+        );
+        let p = match (old_big, new_big) {
+            (true, true) => kernel_realloc(ptr, layout.size(), new_size),
+            // SAFETY: as for `dealloc`; `new_size` is the caller's.
+            (false, false) => unsafe { System.realloc(ptr, layout, new_size) },
+            _ => {
+                // Across the line: a new block, the contents copied, the old one freed
+                // (by the same rules as `alloc` and `dealloc`).
+                // SAFETY: `new_size` with the old alignment is a valid layout (the
+                // caller's contract for `realloc`).
+                let new_layout =
+                    unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+                let q = if new_big {
+                    kernel_alloc(new_size)
+                } else {
+                    // SAFETY: a valid, non-zero layout (`new_size` is not zero).
+                    unsafe { System.alloc(new_layout) }
+                };
+                if !q.is_null() {
+                    // SAFETY: both blocks hold at least the smaller size; they are apart.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
+                    }
+                    if old_big {
+                        kernel_free(ptr, layout.size());
+                    } else {
+                        // SAFETY: `ptr` came from `System` with `layout`.
+                        unsafe { System.dealloc(ptr, layout) };
+                    }
+                }
+                q
+            }
+        };
         if !p.is_null() {
             OWN_LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
             Self::grew(new_size);
@@ -164,4 +301,74 @@ pub(crate) fn _process_memory() -> Option<String> {
 #[pyfunction]
 pub(crate) fn _own_memory() -> (usize, usize) {
     own_bytes()
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// Whether `/proc/self/maps` has a mapping that starts at `p`: a block of its own.
+    fn starts_a_mapping(p: *mut u8) -> bool {
+        let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+        let start = format!("{:x}-", p as usize);
+        maps.lines().any(|l| l.starts_with(&start))
+    }
+
+    #[test]
+    fn big_blocks_are_mappings_of_their_own_through_every_resize() {
+        let a = CountingAllocator;
+        let (live_before, _) = own_bytes();
+        let big = Layout::from_size_align(1 << 20, 8).unwrap();
+        // SAFETY: valid layouts; every block is freed with the layout it has then.
+        unsafe {
+            let p = a.alloc_zeroed(big);
+            assert!(!p.is_null() && starts_a_mapping(p));
+            assert!(std::slice::from_raw_parts(p, big.size())
+                .iter()
+                .all(|&b| b == 0));
+            p.write_bytes(7, big.size());
+            // Grown in place or moved by the kernel, with its contents.
+            let q = a.realloc(p, big, 3 << 20);
+            assert!(!q.is_null() && starts_a_mapping(q));
+            assert!(std::slice::from_raw_parts(q, big.size())
+                .iter()
+                .all(|&b| b == 7));
+            // Down across the line: a malloc block with the first bytes.
+            let grown = Layout::from_size_align(3 << 20, 8).unwrap();
+            let r = a.realloc(q, grown, 1000);
+            assert!(!r.is_null());
+            assert!(std::slice::from_raw_parts(r, 1000).iter().all(|&b| b == 7));
+            // And up again.
+            let small = Layout::from_size_align(1000, 8).unwrap();
+            let s = a.realloc(r, small, DIRECT_FROM_KERNEL);
+            assert!(!s.is_null() && starts_a_mapping(s));
+            assert!(std::slice::from_raw_parts(s, 1000).iter().all(|&b| b == 7));
+            a.dealloc(s, Layout::from_size_align(DIRECT_FROM_KERNEL, 8).unwrap());
+            assert!(
+                !starts_a_mapping(s),
+                "the block's pages went back to the kernel"
+            );
+        }
+        // Counted as any block (other tests' threads may allocate meanwhile: only this
+        // test's share is compared, and it is back to nothing).
+        let (live_after, peak) = own_bytes();
+        assert!(peak >= 3 << 20);
+        assert!(
+            live_after.abs_diff(live_before) < 1 << 20,
+            "{live_before} -> {live_after}"
+        );
+    }
+
+    #[test]
+    fn small_and_overaligned_blocks_stay_with_malloc() {
+        assert!(!from_kernel(DIRECT_FROM_KERNEL - 1, 8));
+        assert!(
+            !from_kernel(1 << 20, 8192),
+            "alignment beyond a page: malloc's"
+        );
+        assert!(from_kernel(DIRECT_FROM_KERNEL, 4096));
+        assert_eq!(kernel_len(1), KERNEL_ROUND);
+        assert_eq!(kernel_len(KERNEL_ROUND), KERNEL_ROUND);
+        assert_eq!(kernel_len(KERNEL_ROUND + 1), 2 * KERNEL_ROUND);
+    }
 }

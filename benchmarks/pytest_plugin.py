@@ -224,6 +224,8 @@ def report(suite: Suite, results: list[Mode]) -> dict[str, object]:
             "x_memray": x_memray,
             "wall_s": mode.wall,
             "median_thread_cpu_s": thread_cpu,
+            # Each run's, in the order of `wall_s`: a slow run's extra time by thread.
+            "thread_cpu_s": mode.threads,
         }
         shown = ", ".join(f"{role} {seconds:.2f}" for role, seconds in thread_cpu.items())
         by_thread.append(f"  {mode.name}: {shown}")

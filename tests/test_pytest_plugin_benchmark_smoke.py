@@ -56,6 +56,9 @@ def test_the_peer_runs_only_in_the_first_rounds(tmp_path: Path) -> None:
         "memtape": 2,
     }
     assert all(m["tests"] == [100] for m in modes.values()), modes
+    # Each run's CPU time by thread, beside its wall time.
+    assert [len(m["thread_cpu_s"]) for m in modes.values()] == [2, 1, 2]
+    assert all(run["main"] > 0 for m in modes.values() for run in m["thread_cpu_s"])
     assert "interleaved runs per mode: plain 2, memray 1, memtape 2" in stdout
     # The order of the runs: memray only in the first round.
     order = [line.split(": ")[0] for line in stdout.splitlines() if " run " in line]

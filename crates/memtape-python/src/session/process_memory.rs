@@ -70,6 +70,12 @@ fn kernel_alloc(size: usize) -> *mut u8 {
             0,
         )
     };
+    mapped(p)
+}
+
+/// What `mmap` or `mremap` returned, as an allocator returns it (null on failure).
+#[cfg(target_os = "linux")]
+fn mapped(p: *mut libc::c_void) -> *mut u8 {
     if p == libc::MAP_FAILED {
         std::ptr::null_mut()
     } else {
@@ -96,11 +102,7 @@ fn kernel_realloc(ptr: *mut u8, size: usize, new_size: usize) -> *mut u8 {
             libc::MREMAP_MAYMOVE,
         )
     };
-    if p == libc::MAP_FAILED {
-        std::ptr::null_mut()
-    } else {
-        p.cast()
-    }
+    mapped(p)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -118,6 +120,35 @@ fn kernel_realloc(_ptr: *mut u8, _size: usize, _new_size: usize) -> *mut u8 {
     unreachable!("from_kernel is false off Linux")
 }
 
+/// A block of `layout` from the kernel (a big one) or from `malloc`, uncounted.
+///
+/// # Safety
+/// As for [`GlobalAlloc::alloc`]: `layout` has a non-zero size.
+#[inline(always)]
+unsafe fn take(layout: Layout) -> *mut u8 {
+    if from_kernel(layout.size(), layout.align()) {
+        kernel_alloc(layout.size())
+    } else {
+        // SAFETY: the caller's layout, passed on.
+        unsafe { System.alloc(layout) }
+    }
+}
+
+/// Gives back block `ptr` of `layout` where [`take`] took it, uncounted.
+///
+/// # Safety
+/// As for [`GlobalAlloc::dealloc`]: `ptr` came from [`take`] (or a resize by this
+/// allocator) with `layout`.
+#[inline(always)]
+unsafe fn give_back(ptr: *mut u8, layout: Layout) {
+    if from_kernel(layout.size(), layout.align()) {
+        kernel_free(ptr, layout.size());
+    } else {
+        // SAFETY: `ptr` came from `System` with this layout (not from the kernel).
+        unsafe { System.dealloc(ptr, layout) };
+    }
+}
+
 // SAFETY: a block of at least `DIRECT_FROM_KERNEL` bytes (alignment at most a page) is a
 // mapping of its own, which `mmap` returns page-aligned and zeroed, and which is unmapped
 // with the same rounded length on `dealloc` (Rust hands `dealloc` and `realloc` the
@@ -125,12 +156,8 @@ fn kernel_realloc(_ptr: *mut u8, _size: usize, _new_size: usize) -> *mut u8 {
 // call is passed to `System` unchanged. The counters only observe.
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = if from_kernel(layout.size(), layout.align()) {
-            kernel_alloc(layout.size())
-        } else {
-            // SAFETY: the caller's layout, passed on.
-            unsafe { System.alloc(layout) }
-        };
+        // SAFETY: the caller's layout, passed on.
+        let p = unsafe { take(layout) };
         if !p.is_null() {
             Self::grew(layout.size());
         }
@@ -152,12 +179,8 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        if from_kernel(layout.size(), layout.align()) {
-            kernel_free(ptr, layout.size());
-        } else {
-            // SAFETY: `ptr` came from `System` with this layout (not from the kernel).
-            unsafe { System.dealloc(ptr, layout) };
-        }
+        // SAFETY: the caller's block and layout, passed on.
+        unsafe { give_back(ptr, layout) };
         OWN_LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
     }
 
@@ -171,28 +194,20 @@ unsafe impl GlobalAlloc for CountingAllocator {
             // SAFETY: as for `dealloc`; `new_size` is the caller's.
             (false, false) => unsafe { System.realloc(ptr, layout, new_size) },
             _ => {
-                // Across the line: a new block, the contents copied, the old one freed
-                // (by the same rules as `alloc` and `dealloc`).
-                // SAFETY: `new_size` with the old alignment is a valid layout (the
-                // caller's contract for `realloc`).
+                // Across the line: a new block, the contents copied, the old one given
+                // back.
+                // SAFETY: `new_size` with the old alignment is a valid, non-zero layout
+                // (the caller's contract for `realloc`).
                 let new_layout =
                     unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
-                let q = if new_big {
-                    kernel_alloc(new_size)
-                } else {
-                    // SAFETY: a valid, non-zero layout (`new_size` is not zero).
-                    unsafe { System.alloc(new_layout) }
-                };
+                // SAFETY: a valid, non-zero layout.
+                let q = unsafe { take(new_layout) };
                 if !q.is_null() {
-                    // SAFETY: both blocks hold at least the smaller size; they are apart.
+                    // SAFETY: both blocks hold at least the smaller size; they are apart;
+                    // `ptr` is the caller's block of `layout`, given back once.
                     unsafe {
                         std::ptr::copy_nonoverlapping(ptr, q, layout.size().min(new_size));
-                    }
-                    if old_big {
-                        kernel_free(ptr, layout.size());
-                    } else {
-                        // SAFETY: `ptr` came from `System` with `layout`.
-                        unsafe { System.dealloc(ptr, layout) };
+                        give_back(ptr, layout);
                     }
                 }
                 q

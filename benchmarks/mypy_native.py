@@ -27,6 +27,13 @@ import time
 
 def timed(cmd: list[str]) -> tuple[float, float]:
     """``(wall seconds, CPU seconds)`` of one child; fails loudly on a crash."""
+    wall, cpu, _ = measured(cmd)
+    return wall, cpu
+
+
+def measured(cmd: list[str]) -> tuple[float, float, float]:
+    """``(wall seconds, CPU seconds, peak RSS MiB)`` of one child (its own peak, from
+    ``wait4``); fails loudly on a crash."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -35,7 +42,7 @@ def timed(cmd: list[str]) -> tuple[float, float]:
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if code not in (0, 1):  # mypy exits 1 when it finds type errors
         raise SystemExit(f"{' '.join(cmd)} failed ({code}):\n{err}")
-    return wall, usage.ru_utime + usage.ru_stime
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def is_mypyc(filename: str) -> bool:

@@ -5,13 +5,14 @@ Python heap and the native heap, with the end-of-run summary), under ``memtape r
 (no summary), and under ``memray run --trace-python-allocators`` (every Python object, as
 memtape records them) when memray is installed. Prints the median and
 range of wall seconds, the median CPU seconds (all threads) and the ratio of the medians
-over untraced.
+over untraced, and each configuration's median peak RSS (the child's own, from ``wait4``).
 
     python3 benchmarks/mypy_run.py --python .venv-3.11/bin/python --target python/memtape
 
 Needs mypy from its mypyc-compiled wheel in the measured interpreter; the target is any
 package mypy can check (``--strict``, no cache, so every run does the same work).
-``--json PATH`` also writes every run's ``[wall seconds, CPU seconds]`` per configuration.
+``--json PATH`` also writes every run's ``[wall seconds, CPU seconds]`` per configuration
+(``configs``) and every run's peak RSS in MiB (``rss_mib``, in the same order).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import statistics
 import sys
 import tempfile
 
-from mypy_native import timed
+from mypy_native import measured
 
 
 def main() -> int:
@@ -53,21 +54,27 @@ def main() -> int:
                 *mypy,
             ]
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in configs}
+        rss: dict[str, list[float]] = {name: [] for name in configs}
         for _ in range(args.runs):
             for name, cmd in configs.items():
-                times[name].append(timed(cmd))
+                wall, cpu, peak = measured(cmd)
+                times[name].append((wall, cpu))
+                rss[name].append(peak)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"target": args.target, "runs": args.runs, "configs": times}, f, indent=1)
+            numbers = {"target": args.target, "runs": args.runs, "configs": times, "rss_mib": rss}
+            json.dump(numbers, f, indent=1)
     base = statistics.median(w for w, _ in times["untraced"])
     print(f"mypy --strict {args.target}, {args.runs} runs each, interleaved")
-    print(f"{'config':16} {'median s':>9} {'min-max s':>14} {'cpu s':>7} {'x untraced':>10}")
+    head = f"{'config':16} {'median s':>9} {'min-max s':>14} {'cpu s':>7} {'x untraced':>10}"
+    print(f"{head} {'peak RSS MiB':>12}")
     for name, samples in times.items():
         walls = [w for w, _ in samples]
         wall = statistics.median(walls)
         cpu = statistics.median(c for _, c in samples)
         spread = f"{min(walls):.2f}-{max(walls):.2f}"
-        print(f"{name:16} {wall:9.2f} {spread:>14} {cpu:7.2f} {wall / base:9.2f}x")
+        peak = statistics.median(rss[name])
+        print(f"{name:16} {wall:9.2f} {spread:>14} {cpu:7.2f} {wall / base:9.2f}x {peak:12.1f}")
     return 0
 
 

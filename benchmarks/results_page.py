@@ -9,8 +9,8 @@ different times (``--pause`` seconds between rounds):
 - ``hook_floor.py``: the cheapest exact recorders PEP 445 hooks allow, beside the hot-path
   recorders, in one process (CPython 3.11 and 3.12): the hot rows name both, so that a
   reader sees how far each recorder is from what any exact one pays on the host that hour;
-- ``mypy_run.py`` (mypy under ``memtape run``, ``-q`` and memray) and ``mypy_native.py``
-  (``--native`` beside memray ``--native``);
+- ``mypy_run.py`` (mypy under ``memtape run``, ``-q`` and memray: time and peak RSS) and
+  ``mypy_native.py`` (``--native`` beside memray ``--native``);
 - ``native_compare.py`` on the pandas and numpy workloads and on alloc_heavy: ``--native``
   beside memray ``--native`` and peak RSS (untraced, ``memtape run``, ``memtape run -q``,
   memray);
@@ -206,23 +206,52 @@ def native_cpu_beside(workload: str) -> Callable[[Round], str]:
     return text
 
 
-def rss_overhead(data: Round, config: str) -> float | None:
-    base = native_median(data, "alloc_heavy", "untraced", "rss_mib")
-    peak = native_median(data, "alloc_heavy", config, "rss_mib")
+# mypy_run.py's names of the peak RSS rows' configurations (native_compare.py's names).
+MYPY_RSS_CONFIGS = {
+    "untraced": "untraced",
+    "memtape-summary": "memtape run",
+    "memtape": "memtape run -q",
+    "memray": "memray run",
+}
+# The programs whose peak RSS the page compares: native_compare.py's, and mypy.
+RSS_PROGRAMS = ("alloc_heavy", "pandas", "mypy")
+
+
+def peak_rss(data: Round, program: str, config: str) -> float | None:
+    """The median peak RSS (MiB) of `config` (native_compare.py's name) on `program`:
+    mypy_run.py's runs for mypy, native_compare.py's for the others."""
+    if program != "mypy":
+        return native_median(data, program, config, "rss_mib")
+    runs = data.get("mypy", {}).get("rss_mib", {}).get(MYPY_RSS_CONFIGS[config])
+    return statistics.median(runs) if runs else None
+
+
+def rss_overhead(data: Round, program: str, config: str) -> float | None:
+    base = peak_rss(data, program, "untraced")
+    peak = peak_rss(data, program, config)
     return peak - base if peak is not None and base is not None else None
 
 
-def rss_ratio(data: Round) -> float | None:
-    return ratio(rss_overhead(data, "memtape-summary"), rss_overhead(data, "memray"))
+def rss_ratio(program: str) -> Callable[[Round], float | None]:
+    return lambda data: ratio(
+        rss_overhead(data, program, "memtape-summary"), rss_overhead(data, program, "memray")
+    )
 
 
-def rss_beside(data: Round) -> str:
-    base = native_median(data, "alloc_heavy", "untraced", "rss_mib")
-    parts = [f"untraced {base:.0f} MiB" if base is not None else "untraced -"]
-    for label, config in (("run", "memtape-summary"), ("run -q", "memtape"), ("memray", "memray")):
-        extra = rss_overhead(data, config)
-        parts.append(f"{label} +{extra:.0f}" if extra is not None else f"{label} -")
-    return ", ".join(parts) + " MiB"
+def rss_beside(program: str) -> Callable[[Round], str]:
+    def text(data: Round) -> str:
+        base = peak_rss(data, program, "untraced")
+        parts = [f"untraced {base:.0f} MiB" if base is not None else "untraced -"]
+        for label, config in (
+            ("run", "memtape-summary"),
+            ("run -q", "memtape"),
+            ("memray", "memray"),
+        ):
+            extra = rss_overhead(data, program, config)
+            parts.append(f"{label} +{extra:.0f}" if extra is not None else f"{label} -")
+        return ", ".join(parts) + " MiB"
+
+    return text
 
 
 def report(data: Round, tool: str, key: str) -> float | None:
@@ -463,14 +492,17 @@ TARGETS = (
         )
         for suite, shown in PYTEST_SUITES.items()
     ),
-    Target(
-        "alloc_heavy peak RSS overhead: `memtape run` / memray",
-        "<= 1.00 (memray's)",
-        at_most(1.0),
-        rss_ratio,
-        times,
-        rss_beside,
-        "native",
+    *(
+        Target(
+            f"{program} peak RSS overhead: `memtape run` / memray",
+            "<= 1.00 (memray's)",
+            at_most(1.0),
+            rss_ratio(program),
+            times,
+            rss_beside(program),
+            "mypy" if program == "mypy" else "native",
+        )
+        for program in RSS_PROGRAMS
     ),
 )
 
@@ -723,7 +755,7 @@ def workload_table(rounds: list[Round]) -> list[str]:
     """Peak RSS (untraced, memtape run, -q, memray) and --native CPU seconds per workload."""
     lines = [
         "Peak RSS (MiB) and `--native` CPU seconds per program, medians over the rounds "
-        "(native_compare.py; mypy: mypy_native.py, CPU only):",
+        "(native_compare.py; mypy: peak RSS from mypy_run.py, CPU from mypy_native.py):",
         "",
         "| program | untraced | `memtape run` | `memtape run -q` | memray | "
         "`memtape run --native` CPU s | `memray run --native` CPU s |",
@@ -731,10 +763,7 @@ def workload_table(rounds: list[Round]) -> list[str]:
     ]
     rss_configs = ("untraced", "memtape-summary", "memtape", "memray")
     for workload in NATIVE_SCRIPTS:
-        rss = [
-            median_over_rounds([native_median(d, workload, c, "rss_mib") for d in rounds])
-            for c in rss_configs
-        ]
+        rss = [median_over_rounds([peak_rss(d, workload, c) for d in rounds]) for c in rss_configs]
         cpu = [
             median_over_rounds([native_median(d, workload, c, "cpu_s") for d in rounds])
             for c in ("memtape-native", "memray-native")
@@ -751,8 +780,10 @@ def workload_table(rounds: list[Round]) -> list[str]:
         )
         for config in ("memtape --native", "memray --native")
     ]
-    shown = [f"{v:.2f}" if v is not None else "n/a" for v in mypy_cpu]
-    lines.append("| mypy | - | - | - | - | " + " | ".join(shown) + " |")
+    rss = [median_over_rounds([peak_rss(d, "mypy", c) for d in rounds]) for c in rss_configs]
+    shown = [f"{v:.0f}" if v is not None else "n/a" for v in rss]
+    shown += [f"{v:.2f}" if v is not None else "n/a" for v in mypy_cpu]
+    lines.append("| mypy | " + " | ".join(shown) + " |")
     return lines
 
 

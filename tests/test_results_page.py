@@ -136,7 +136,10 @@ def test_quick_write_puts_every_target_between_the_markers(tmp_path: Path) -> No
         assert "reads the frames of CPython 3.11 and 3.12 only" in text
     # The peak RSS rows: untraced, memtape run, memtape run -q, memray, per program.
     assert "| program | untraced | `memtape run` | `memtape run -q` | memray |" in text
-    assert re.search(r"\| alloc_heavy \| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9.]+ \| ", text)
+    for program in ("alloc_heavy", "mypy"):
+        rss_cells = r" \| [0-9]+" * 4
+        assert re.search(rf"\| {program}{rss_cells} \| [0-9.]+ \| ", text), (program, text)
+    assert "mypy peak RSS overhead: `memtape run` / memray" in rows
     # pytest, pytest --memray and pytest --memtape side by side on both suites.
     assert "| suite | `pytest` | `pytest --memray` | `pytest --memtape` |" in text
     for suite in ("more-itertools' suite", "5,000 tiny tests"):

@@ -206,7 +206,8 @@ def native_cpu_beside(workload: str) -> Callable[[Round], str]:
     return text
 
 
-# mypy_run.py's names of the peak RSS rows' configurations (native_compare.py's names).
+# The peak RSS rows' configurations, in the order shown: native_compare.py's names, and
+# mypy_run.py's for the same runs.
 MYPY_RSS_CONFIGS = {
     "untraced": "untraced",
     "memtape-summary": "memtape run",
@@ -761,17 +762,14 @@ def workload_table(rounds: list[Round]) -> list[str]:
         "`memtape run --native` CPU s | `memray run --native` CPU s |",
         "|---|---|---|---|---|---|---|",
     ]
-    rss_configs = ("untraced", "memtape-summary", "memtape", "memray")
-    for workload in NATIVE_SCRIPTS:
-        rss = [median_over_rounds([peak_rss(d, workload, c) for d in rounds]) for c in rss_configs]
-        cpu = [
+    cpu_by_program = {
+        workload: [
             median_over_rounds([native_median(d, workload, c, "cpu_s") for d in rounds])
             for c in ("memtape-native", "memray-native")
         ]
-        cells = [f"{v:.0f}" if v is not None else "n/a" for v in rss]
-        cells += [f"{v:.2f}" if v is not None else "n/a" for v in cpu]
-        lines.append(f"| {workload} | " + " | ".join(cells) + " |")
-    mypy_cpu = [
+        for workload in NATIVE_SCRIPTS
+    }
+    cpu_by_program["mypy"] = [
         median_over_rounds(
             [
                 (d.get("mypy-native", {}).get("configs", {}).get(config) or [None, None])[1]
@@ -780,10 +778,13 @@ def workload_table(rounds: list[Round]) -> list[str]:
         )
         for config in ("memtape --native", "memray --native")
     ]
-    rss = [median_over_rounds([peak_rss(d, "mypy", c) for d in rounds]) for c in rss_configs]
-    shown = [f"{v:.0f}" if v is not None else "n/a" for v in rss]
-    shown += [f"{v:.2f}" if v is not None else "n/a" for v in mypy_cpu]
-    lines.append("| mypy | " + " | ".join(shown) + " |")
+    for program, cpu in cpu_by_program.items():
+        rss = [
+            median_over_rounds([peak_rss(d, program, c) for d in rounds]) for c in MYPY_RSS_CONFIGS
+        ]
+        cells = [f"{v:.0f}" if v is not None else "n/a" for v in rss]
+        cells += [f"{v:.2f}" if v is not None else "n/a" for v in cpu]
+        lines.append(f"| {program} | " + " | ".join(cells) + " |")
     return lines
 
 

@@ -38,10 +38,20 @@ pub(crate) fn prefetch_read(addr: *const u8) {
     unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(addr.cast()) };
 }
 
-/// Starts loading the cache line at `addr`, which a store will soon need.
+/// Starts loading the cache line at `addr`, which a store will soon need, for writing
+/// (`prefetchw`): a line another core holds is taken from it now, not at the store. On
+/// the older processors that lack the instruction its encoding is a no-op.
 #[inline(always)]
 pub(crate) fn prefetch_write(addr: *const u8) {
-    prefetch_read(addr);
+    // SAFETY: a prefetch is a hint: it never faults and changes no memory, whatever the
+    // address; it touches no register but its operand's.
+    unsafe {
+        std::arch::asm!(
+            "prefetchw byte ptr [{addr}]",
+            addr = in(reg) addr,
+            options(nostack, readonly, preserves_flags)
+        );
+    }
 }
 
 /// The calling function's instruction address, and framehop's registers there

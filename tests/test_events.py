@@ -328,8 +328,138 @@ print("ok")
 """
 
 
-def test_a_forked_childs_events_carry_its_own_thread_id(tmp_path: Path) -> None:
-    script = tmp_path / "forked.py"
-    script.write_text(FORKED_CHILD_EVENTS, encoding="utf-8")
+def _prints_ok(tmp_path: Path, source: str) -> None:
+    """Runs `source` as a script in a fresh interpreter: it must print "ok" and exit 0."""
+    script = tmp_path / "script.py"
+    script.write_text(source, encoding="utf-8")
     result = python(script)
     assert result.returncode == 0 and result.stdout.strip() == "ok", describe(result)
+
+
+def test_a_forked_childs_events_carry_its_own_thread_id(tmp_path: Path) -> None:
+    _prints_ok(tmp_path, FORKED_CHILD_EVENTS)
+
+
+def _unpaired(events: list[dict[str, Any]]) -> list[str]:
+    """What is wrong with the Python-heap events' pairing, in order: each free must end a
+    block allocated earlier in the recording, with that block's size; no address may begin
+    twice without an end between."""
+    live: dict[int, int] = {}
+    wrong: list[str] = []
+    for e in events:
+        if e["device"] != -1:
+            continue
+        if e["action"] == "alloc":
+            if e["address"] in live:
+                wrong.append(f"{e['address']:#x} allocated twice")
+            live[e["address"]] = e["size"]
+        elif e["action"] == "free":
+            size = live.pop(e["address"], None)
+            if size is None or size != e["size"]:
+                wrong.append(f"{e['address']:#x} freed with {e['size']} (allocated: {size})")
+    return wrong
+
+
+def _events_threads() -> list[str]:
+    tasks = Path("/proc/self/task")
+    names = [(t / "comm").read_text().strip() for t in tasks.iterdir()]
+    return [n for n in names if n == "memtape-events"]
+
+
+def test_events_many_batches_long_keep_every_free_paired_with_its_block() -> None:
+    # Several times the events a batch holds before the events thread applies it (32 Ki),
+    # from four threads, read while they run and after: every read sees each free with
+    # its block's size, and the later read begins with what the earlier one saw.
+    memtape.record_memory_events(True, 1_000_000, max_frames=1)
+    assert _events_threads() == ["memtape-events"]
+    rounds = 600
+    start = threading.Barrier(5)
+    halfway = threading.Event()
+
+    def churn(k: int) -> None:
+        start.wait()
+        for i in range(rounds):
+            blocks = [bytearray(64 + (i + k + j) % 200) for j in range(10)]
+            del blocks
+            if i == rounds // 2:
+                halfway.set()
+
+    threads = [threading.Thread(target=churn, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    start.wait()
+    assert halfway.wait(timeout=60)
+    during = memtape.get_memory_events()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    after = memtape.get_memory_events()
+    memtape.record_memory_events(False)
+    assert len(during) > 2 * 32 * 1024 and len(after) > len(during)
+    assert _unpaired(during) == [] and _unpaired(after) == []
+    assert after[: len(during)] == during
+    frees = [e for e in after if e["action"] == "free" and e["device"] == -1]
+    assert len(frees) > 4 * rounds * 10
+    assert memtape._native.memory_event_counts() == (len(after), 0)
+    stamps = [e["timestamp_ns"] for e in after]
+    assert stamps == sorted(stamps)
+
+
+FORKED_CHILD_BATCHES = """
+import json, os
+import memtape
+
+def pairs_ok(events):
+    live = {}
+    for e in events:
+        if e["device"] != -1:
+            continue
+        if e["action"] == "alloc":
+            live[e["address"]] = e["size"]
+        elif e["action"] == "free" and live.pop(e["address"], None) != e["size"]:
+            return False
+    return True
+
+def churn(n):
+    for i in range(n):
+        blocks = [bytearray(100 + i % 50) for _ in range(10)]
+        del blocks
+
+def tasks():
+    return sorted(open(f"/proc/self/task/{t}/comm").read().strip()
+                  for t in os.listdir("/proc/self/task"))
+
+memtape.record_memory_events(True, 1_000_000, max_frames=1)
+churn(1_500)  # a batch or more handed to the events thread
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    # The parent's recording goes on here without its events thread: the child's own
+    # threads apply its batches.
+    churn(2_500)
+    inherited = memtape.get_memory_events()
+    threads_then = tasks()
+    memtape.record_memory_events(True, 1_000_000, max_frames=1)
+    churn(2_500)
+    own = memtape.get_memory_events()
+    report = [pairs_ok(inherited), len(inherited), threads_then, pairs_ok(own), len(own), tasks()]
+    os.write(write, json.dumps(report).encode())
+    os._exit(0)
+os.close(write)
+report = json.loads(os.read(read, 100_000))
+os.waitpid(pid, 0)
+churn(1_500)
+parent = memtape.get_memory_events()
+memtape.record_memory_events(False)
+ok_inherited, n_inherited, threads_then, ok_own, n_own, threads_after = report
+assert ok_inherited and n_inherited > 100_000, report
+assert "memtape-events" not in threads_then, threads_then
+assert ok_own and n_own > 60_000, report
+assert threads_after.count("memtape-events") == 1, threads_after
+assert pairs_ok(parent) and len(parent) > 100_000, len(parent)
+print("ok")
+"""
+
+
+def test_a_forked_child_records_on_without_the_parents_events_thread(tmp_path: Path) -> None:
+    _prints_ok(tmp_path, FORKED_CHILD_BATCHES)

@@ -15,7 +15,7 @@ use crate::cpython::frames::RawFrame;
 use crate::intercept::{hooks, numpy_handler};
 use crate::native as native_memory;
 use crate::record::recorder::{self, EventSettings, RECORDER};
-use crate::session::clock_thread;
+use crate::session::{clock_thread, event_consumer};
 use crate::thread::hook_mode;
 
 /// Whether the event recording asked for native stacks.
@@ -84,6 +84,7 @@ fn set_recording(py: Python<'_>, enabled: bool, settings: EventSettings) -> PyRe
     let native = settings.native;
     // Only Python-heap events reuse counter readings, so only they need the clock's beat.
     let python_heap = settings.python_heap;
+    event_consumer::start();
     let released = recorder::start_events(settings);
     if python_heap {
         clock_thread::start();
@@ -112,9 +113,12 @@ pub(crate) fn memory_event_counts(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> 
     own_work(py, || {
         Ok(RECORDER
             .lock()
-            .as_ref()
-            .and_then(|r| r.events.as_ref())
-            .map_or((0, 0), |e| (e.ring.len(), e.ring.dropped())))
+            .as_mut()
+            .and_then(|r| r.events.as_mut())
+            .map_or((0, 0), |e| {
+                let store = e.settle();
+                (store.ring.len(), store.ring.dropped())
+            }))
     })
 }
 
@@ -129,12 +133,12 @@ fn copy_events(py: Python<'_>) -> CopiedEvents {
     // recording still running may add some meanwhile: the vector then grows).
     let kept = RECORDER
         .lock()
-        .as_ref()
-        .and_then(|r| r.events.as_ref())
-        .map_or(0, |e| e.ring.len());
+        .as_mut()
+        .and_then(|r| r.events.as_mut())
+        .map_or(0, |e| e.settle().ring.len());
     let mut events: Vec<Event> = prefaulted::with_capacity(kept);
-    let guard = RECORDER.lock();
-    let Some(rec) = guard.as_ref() else {
+    let mut guard = RECORDER.lock();
+    let Some(rec) = guard.as_mut() else {
         return CopiedEvents {
             snapshot: MemorySnapshot {
                 op_names: vec![String::new()],
@@ -144,12 +148,12 @@ fn copy_events(py: Python<'_>) -> CopiedEvents {
             _codes: HeldCodes::default(),
         };
     };
-    let limit = match rec.events.as_ref() {
+    let limit = match rec.events.as_mut() {
         Some(sink) => {
             // The ring keeps the recording's clock ticks; events carry wall time.
             let scale = sink.tick_scale();
             // One pass: each event copied with its time converted.
-            events.extend(sink.ring.iter().map(|e| Event {
+            events.extend(sink.settle().ring.iter().map(|e| Event {
                 time_ns: scale.ns(e.time_ns),
                 ..e
             }));
@@ -157,6 +161,7 @@ fn copy_events(py: Python<'_>) -> CopiedEvents {
         }
         None => 0,
     };
+    let rec = &*rec;
     let segments = rec.allocators.segments();
     let mut stacks = used_stacks(&events);
     stacks.extend(segments.iter().filter(|s| s.active).map(|s| s.stack));

@@ -6,7 +6,7 @@
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 
-use memtape_core::{Action, EMPTY_STACK};
+use memtape_core::EMPTY_STACK;
 
 use crate::record::recorder::{hooks_active, Attribution, HEAP_EVENTS, RECORDER};
 use crate::record::repeat_alloc::record_repeat_free;
@@ -53,16 +53,15 @@ pub(crate) fn record_alloc(
         return;
     };
     if !moved_from.is_null() {
-        if let Some(old) = rec.end_heap_block(domain, moved_from as u64) {
-            if let Some(at) = &at {
-                rec.push_heap_event(Action::Free, old.addr, old.size, old.stack, at);
-            }
+        rec.end_heap_block(domain, moved_from as u64);
+        if let Some(at) = &at {
+            rec.stage_heap_free(domain, moved_from as u64, None, at);
         }
     }
     let stack = walked.intern(rec);
     rec.begin_heap_block(domain, block as u64, size as u64, stack);
     if let Some(at) = &at {
-        rec.push_heap_event(Action::Alloc, block as u64, size as u64, stack, at);
+        rec.stage_heap_alloc(domain, block as u64, size as u64, stack, at);
     }
 }
 
@@ -118,12 +117,10 @@ fn forget_block(
     let Some(rec) = guard.as_mut().filter(|r| r.follows_heap()) else {
         return;
     };
-    let Some(old) = rec.end_heap_block(domain, block as u64) else {
-        return;
-    };
+    rec.end_heap_block(domain, block as u64);
     if let Some(at) = at {
         let stack = walked.map_or(EMPTY_STACK, |w| w.intern(rec));
-        rec.push_heap_event(Action::Free, old.addr, old.size, stack, at);
+        rec.stage_heap_free(domain, block as u64, Some(stack), at);
     }
 }
 

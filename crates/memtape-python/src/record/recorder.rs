@@ -1,21 +1,23 @@
-//! The process-wide recorder: interned stacks, live blocks, the event ring, framework
-//! allocator state and the code objects stacks reference, behind one spin lock.
+//! The process-wide recorder: interned stacks, live blocks, the events staged for the event
+//! store ([`event_stage`]), framework allocator state and the code objects stacks
+//! reference, behind one spin lock.
 //!
-//! Two sinks share the stacks and the live table: tracemalloc (live traces) and the event
-//! recorder (the last N events). Stacks are forgotten only when neither needs them.
+//! Two sinks share the stacks: tracemalloc (live traces, in the live table) and the event
+//! recorder (the last N events, in the event store with its own table of blocks). Stacks
+//! are forgotten only when neither needs them.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use memtape_core::{
-    Action, AllocatorState, Event, EventRing, LiveTable, StackId, StackTable, TickScale,
-    HOST_DEVICE,
+    Action, AllocatorState, Event, LiveTable, StackId, StackTable, TickScale, EMPTY_STACK,
 };
 use pyo3::ffi;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::record::event_clock;
+use crate::record::event_stage::{self, Staged, StagedKind, Staging, StoreGuard};
 use crate::record::op_context::{self, OpContext};
 use crate::record::spin_lock::SpinLock;
-use crate::record::{cache_hint, event_clock};
 use crate::sinks::capture_sink::CaptureSink;
 
 /// Largest traceback limit, as in tracemalloc.
@@ -57,10 +59,12 @@ pub(crate) fn hooks_active() -> bool {
         || crate::record::native_state::ACTIVE.load(Ordering::Relaxed)
 }
 
-/// How events are being recorded.
+/// How events are being recorded. The kept events are in the event store
+/// ([`event_stage`]), staged here on their way.
 pub(crate) struct EventSink {
-    /// The kept events; their `time_ns` holds clock ticks ([`event_clock`]) until read.
-    pub(crate) ring: EventRing,
+    /// Events staged since the last hand-over; their `time_ns` holds clock ticks
+    /// ([`event_clock`]) until read.
+    pub(crate) staging: Staging,
     /// Turns the ring's ticks into wall time; fixed for the recording, so that its events
     /// read the same times every time they are read.
     scale: TickScale,
@@ -81,14 +85,16 @@ impl EventSink {
         self.scale
     }
 
-    /// Keeps `event`, then starts loading the slot a later push will write: in a ring
-    /// larger than the cache each store would otherwise wait for its line.
+    /// Keeps `event` as it is.
     #[inline(always)]
     pub(crate) fn push(&mut self, event: Event) {
-        self.ring.push(event);
-        if let Some(slot) = self.ring.slot_ahead(cache_hint::RING_AHEAD) {
-            cache_hint::prefetch(slot);
-        }
+        self.staging.push(event);
+    }
+
+    /// The store with every staged event applied, locked: what readers of the kept
+    /// events take.
+    pub(crate) fn settle(&mut self) -> StoreGuard {
+        self.staging.settle()
     }
 
     #[inline(always)]
@@ -143,8 +149,9 @@ pub(crate) struct Recorder {
     pub(crate) stacks: StackTable,
     /// The live Python-heap blocks, while [`Recorder::keep_live`] says so.
     pub(crate) live: LiveTable,
-    /// Whether `live` is kept: tracemalloc's traces and the event recorder's frees need
-    /// it, and a capture that drops small blocks finds their frees' sizes there. A capture
+    /// Whether `live` is kept: tracemalloc's traces need it, and a capture that drops small
+    /// blocks finds their frees' sizes there (the event recorder's frees find theirs in
+    /// the event store). A capture
     /// without a minimum size does not (the replay finds each free's block), and is spared
     /// the table's cache misses and memory: its frees are recorded by address alone.
     pub(crate) keep_live: bool,
@@ -270,11 +277,13 @@ impl Recorder {
         attribute(op, own, self.generation)
     }
 
-    /// Records a Python-heap event if the event sink wants it.
+    /// Records the allocation event of Python-heap block `addr` of `size` bytes in
+    /// `domain`, allocated at `own`, if the event sink wants it: the block is staged for
+    /// the event store's table (its free's size), and its event for the ring.
     #[inline(always)]
-    pub(crate) fn push_heap_event(
+    pub(crate) fn stage_heap_alloc(
         &mut self,
-        action: Action,
+        domain: u32,
         addr: u64,
         size: u64,
         own: StackId,
@@ -284,21 +293,58 @@ impl Recorder {
         let Some(sink) = self.events.as_mut() else {
             return;
         };
-        if !sink.accepts(action, size) {
+        // A block too small to be recorded is not staged: its free finds no block, and
+        // has no event either, as a free of that size would not.
+        if !sink.accepts(Action::Alloc, size) {
             return;
         }
         let (stack, op) = attribute(at.op, own, generation);
-        sink.push(Event {
-            action,
+        sink.staging.stage(Staged {
+            kind: StagedKind::HeapAlloc,
+            domain,
             addr,
             size,
-            requested_size: size,
-            device: HOST_DEVICE,
-            stream: 0,
-            thread: at.thread,
-            time_ns: at.ticks,
+            ticks: at.ticks,
             stack,
+            own,
             op,
+            thread: at.thread,
+        });
+    }
+
+    /// Records the free of Python-heap block `addr` in `domain` if the event sink wants
+    /// it, at `own` (`None`: the block's own stack, a realloc's old block). Its size is
+    /// the store's to find: a block not recorded since the recording began has no event.
+    #[inline(always)]
+    pub(crate) fn stage_heap_free(
+        &mut self,
+        domain: u32,
+        addr: u64,
+        own: Option<StackId>,
+        at: &Attribution,
+    ) {
+        let generation = self.generation;
+        let Some(sink) = self.events.as_mut() else {
+            return;
+        };
+        if !sink.accepts(Action::Free, sink.min_size) {
+            return;
+        }
+        let (op_stack, op) = op_stack(at.op, generation);
+        let (stack, kind) = match (op_stack, own) {
+            (Some(stack), _) | (None, Some(stack)) => (stack, StagedKind::HeapFree),
+            (None, None) => (EMPTY_STACK, StagedKind::HeapFreeBlockStack),
+        };
+        sink.staging.stage(Staged {
+            kind,
+            domain,
+            addr,
+            size: 0,
+            ticks: at.ticks,
+            stack,
+            own: EMPTY_STACK,
+            op,
+            thread: at.thread,
         });
     }
 
@@ -333,7 +379,8 @@ impl Recorder {
         self.stacks.memory_bytes()
             + self.live.memory_bytes()
             + self.codes.capacity() * std::mem::size_of::<usize>()
-            + self.events.as_ref().map_or(0, |e| e.ring.memory_bytes())
+            + self.events.as_ref().map_or(0, |e| e.staging.memory_bytes())
+            + event_stage::store_memory_bytes()
     }
 }
 
@@ -353,12 +400,20 @@ impl ReleasedCodes {
 /// context's traceback when it is valid, else `own`.
 #[inline(always)]
 fn attribute(op: Option<OpContext>, own: StackId, generation: u64) -> (StackId, u32) {
+    let (stack, op) = op_stack(op, generation);
+    (stack.unwrap_or(own), op)
+}
+
+/// The op context's stack, when its traceback is valid in recorder generation
+/// `generation`, and its op (0 without one).
+#[inline(always)]
+fn op_stack(op: Option<OpContext>, generation: u64) -> (Option<StackId>, u32) {
     match op {
         Some(ctx) => match op_context::resolve(ctx.traceback, generation) {
-            Some(Some(stack)) => (stack, ctx.op),
-            Some(None) | None => (own, ctx.op),
+            Some(Some(stack)) => (Some(stack), ctx.op),
+            Some(None) | None => (None, ctx.op),
         },
-        None => (own, 0),
+        None => (None, 0),
     }
 }
 
@@ -376,8 +431,8 @@ fn publish_flags(rec: &mut Recorder) {
         .events
         .as_ref()
         .is_some_and(|e| e.recording && e.python_heap);
-    rec.keep_live =
-        rec.tracing || heap_events || rec.capture.as_ref().is_some_and(|c| c.min_size() > 0);
+    // The event recorder's frees find their blocks in the event store's own table.
+    rec.keep_live = rec.tracing || rec.capture.as_ref().is_some_and(|c| c.min_size() > 0);
     if !rec.keep_live {
         rec.live.clear();
     }
@@ -454,8 +509,10 @@ pub(crate) fn start_events(settings: EventSettings) -> Option<ReleasedCodes> {
     let scale = event_clock::recording_scale();
     with_recorder(|rec| {
         let released = (!rec.tracing && rec.capture.is_none()).then(|| rec.forget_stacks());
+        // The events staged for the recording before are dropped with it.
+        event_stage::lock_store().restart(settings.max_entries);
         rec.events = Some(EventSink {
-            ring: EventRing::new(settings.max_entries),
+            staging: Staging::new(),
             scale,
             recording: true,
             min_size: settings.min_size,

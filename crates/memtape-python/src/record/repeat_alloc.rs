@@ -11,7 +11,7 @@
 
 use std::sync::atomic::Ordering;
 
-use memtape_core::{Action, StackId, PYTHON_DOMAIN};
+use memtape_core::{StackId, PYTHON_DOMAIN};
 use pyo3::ffi;
 
 use crate::cpython::frames;
@@ -76,7 +76,7 @@ pub(crate) fn record_repeat_alloc(
     };
     rec.begin_heap_block(PYTHON_DOMAIN, block, size, stack);
     if let Some(at) = at {
-        rec.push_heap_event(Action::Alloc, block, size, stack, at);
+        rec.stage_heap_alloc(PYTHON_DOMAIN, block, size, stack, at);
     }
     true
 }
@@ -166,9 +166,8 @@ fn repeat_free(
     let Some(stack) = cap.intern_repeat(rec, found) else {
         return false;
     };
-    if let Some(old) = rec.end_heap_block(domain, block) {
-        rec.push_heap_event(Action::Free, old.addr, old.size, stack, &at);
-    }
+    rec.end_heap_block(domain, block);
+    rec.stage_heap_free(domain, block, Some(stack), &at);
     true
 }
 

@@ -1,7 +1,7 @@
 //! Keeping the recorder consistent across `fork()`.
 //!
 //! Before the fork the forking thread takes every lock another thread of memtape may hold
-//! (the capture writer's wake-up lock, then the recorder lock), so that no other thread is
+//! (the capture writer's wake-up lock, then the recorder lock, then the event store's), so that no other thread is
 //! in the middle of an update, and stops recording its own allocations; both parent and
 //! child release them afterwards. The child keeps tracing with the inherited traces, as
 //! tracemalloc does.
@@ -27,9 +27,11 @@ extern "C" fn prepare() {
     MODE_BEFORE_FORK.with(|m| m.set(hook_mode::set(HookMode::Forking)));
     crate::sinks::flusher_wake::before_fork();
     RECORDER.acquire_for_fork();
+    crate::record::event_stage::acquire_for_fork();
 }
 
 extern "C" fn after_in_parent() {
+    crate::record::event_stage::release_after_fork();
     RECORDER.release_after_fork();
     crate::sinks::flusher_wake::after_fork();
     hook_mode::set(MODE_BEFORE_FORK.with(Cell::get));
@@ -44,9 +46,11 @@ extern "C" fn after_in_child() {
     if let Some(t) = hook_mode::thread() {
         t.forget_tid();
     }
+    crate::record::event_stage::release_after_fork();
     RECORDER.release_after_fork();
     crate::sinks::flusher_wake::after_fork();
     crate::record::clock_beat::forget_in_child();
+    crate::record::event_stage::forget_in_child();
     // The only thread left is this one: locking cannot wait. A capture file belongs to
     // the parent (its writer thread is not in the child).
     if let Some(rec) = RECORDER.lock().as_mut() {

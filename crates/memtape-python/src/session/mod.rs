@@ -1,10 +1,11 @@
 //! Starting, draining and stopping what is recorded: a capture file's session and its
-//! flusher thread, the event clock's thread, fork safety, and collecting the live traces
+//! flusher thread, the event clock's thread, the events thread, fork safety, and collecting the live traces
 //! for a snapshot.
 
 pub(crate) mod capture_output;
 pub(crate) mod capture_session;
 pub(crate) mod clock_thread;
+pub(crate) mod event_consumer;
 pub(crate) mod fork_safety;
 pub(crate) mod launcher_frames;
 pub(crate) mod process_memory;

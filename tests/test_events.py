@@ -463,3 +463,21 @@ print("ok")
 
 def test_a_forked_child_records_on_without_the_parents_events_thread(tmp_path: Path) -> None:
     _prints_ok(tmp_path, FORKED_CHILD_BATCHES)
+
+
+def test_tracemalloc_started_and_cleared_while_recording_keeps_the_frees_events() -> None:
+    # The event recorder's blocks are its own: tracemalloc starting, clearing its traces
+    # and stopping meanwhile takes no free's size away.
+    import memtape.tracemalloc as tm
+
+    memtape.record_memory_events(True, 10_000)
+    block = bytearray(77_777)
+    tm.start()
+    tm.clear_traces()
+    del block
+    tm.stop()
+    events = memtape.get_memory_events()
+    allocs = [e for e in ours(events) if e["action"] == "alloc" and e["size"] >= 77_777]
+    assert len(allocs) == 1
+    frees = [e for e in events if e["action"] == "free" and e["address"] == allocs[0]["address"]]
+    assert [e["size"] for e in frees] == [allocs[0]["size"]]

@@ -30,9 +30,10 @@ pub(crate) const BATCH: usize = 32 * 1024;
 /// memory staging takes is bounded, and a recording goes on without the events thread.
 pub(crate) const MOST_STAGED: usize = BATCH + BATCH / 2;
 
-/// Room kept for the events staged as they are (a framework's, native memory's) in a
-/// batch; more grows it.
-const PUSHED_ROOM: usize = 1024;
+/// How many more events a staging thread stages after the store was busy before it
+/// looks again: the events thread writes the line the store's lock is on at every event
+/// it applies, and each look takes that line from it.
+const LOOK_AGAIN: usize = 1024;
 
 /// What a staged event asks of the store.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -106,11 +107,16 @@ impl Batch {
         }
     }
 
-    /// Room for [`MOST_STAGED`] Python-heap events, so that staging them never allocates
-    /// inside a hook (without it, the batch grows when needed).
+    /// Room for [`MOST_STAGED`] events, so that staging never allocates inside a hook
+    /// (without it, the batch grows when needed). Only the pages written are mapped.
     fn reserve(&mut self) {
         let _ = self.staged.try_reserve(MOST_STAGED);
-        let _ = self.pushed.try_reserve(PUSHED_ROOM);
+        let _ = self.pushed.try_reserve(MOST_STAGED);
+    }
+
+    /// Whether another event kept as it is fits the room reserved.
+    fn pushed_full(&self) -> bool {
+        self.pushed.len() == self.pushed.capacity()
     }
 
     fn len(&self) -> usize {
@@ -243,6 +249,13 @@ impl EventStore {
         self.inbox.reserve();
     }
 
+    /// A recording stopped, with every event applied: the blocks' table and the room for
+    /// batches are let go; the kept events stay.
+    pub(crate) fn stopped(&mut self) {
+        self.live = LiveTable::new();
+        self.inbox = Batch::new();
+    }
+
     /// Bytes held.
     pub(crate) fn memory_bytes(&self) -> usize {
         self.ring.memory_bytes() + self.live.memory_bytes() + self.inbox.memory_bytes()
@@ -325,6 +338,9 @@ impl EventStore {
 /// The events staged since the last hand-over, in the recorder (under its lock).
 pub(crate) struct Staging {
     batch: Batch,
+    /// The batch's length at which the store is looked at next ([`BATCH`], or later
+    /// after a look found it busy).
+    look_at: usize,
 }
 
 impl Staging {
@@ -333,7 +349,10 @@ impl Staging {
     pub(crate) fn new() -> Self {
         let mut batch = Batch::new();
         batch.reserve();
-        Self { batch }
+        Self {
+            batch,
+            look_at: BATCH,
+        }
     }
 
     /// Stages a Python-heap event; a full batch goes to the events thread, or is applied
@@ -341,38 +360,54 @@ impl Staging {
     #[inline(always)]
     pub(crate) fn stage(&mut self, staged: Staged) {
         self.batch.stage(staged);
-        if self.batch.len() >= BATCH {
-            self.batch_full();
+        if self.batch.len() >= self.look_at {
+            self.batch_full(false);
         }
     }
 
-    /// Stages `event`, to be kept as it is.
+    /// Stages `event`, to be kept as it is. When its room is used up (a batch of nothing
+    /// else), the batch goes on at once, so that the room never grows inside a hook.
     pub(crate) fn push(&mut self, event: Event) {
+        if self.batch.pushed_full() {
+            self.batch_full(true);
+        }
         self.batch.push(event);
-        if self.batch.len() >= BATCH {
-            self.batch_full();
+        if self.batch.len() >= self.look_at {
+            self.batch_full(false);
         }
     }
 
     /// A batch of [`BATCH`] events or more: handed over when the store is free and the
     /// events thread has taken the one before; applied here, after the one handed over,
-    /// when there is no events thread or the batch reached [`MOST_STAGED`].
+    /// when there is no events thread or the batch reached [`MOST_STAGED`] (or `now`).
+    ///
+    /// The store is never waited for by the thread that holds it: a signal handler's
+    /// hook that interrupted a thread holding the store stages on.
     #[cold]
     #[inline(never)]
-    fn batch_full(&mut self) {
-        let most = self.batch.len() >= MOST_STAGED;
-        let mut store = match STORE.try_lock() {
-            Some(store) => made(store),
-            None if most => lock_store(),
-            // The events thread is applying the batch before: stage on.
-            None => return,
+    fn batch_full(&mut self, now: bool) {
+        let most = now || self.batch.len() >= MOST_STAGED;
+        let store = match STORE.try_lock() {
+            Some(store) => Some(store),
+            None if most => STORE.lock_unless_held_here(),
+            None => None,
         };
+        let Some(store) = store else {
+            // The events thread is applying the batch before: stage on, and look again
+            // a little later.
+            self.look_at = self.batch.len() + LOOK_AGAIN;
+            return;
+        };
+        let mut store = made(store);
+        self.look_at = BATCH;
         if store.hand_over(&mut self.batch) {
             return;
         }
         if most || !store.has_consumer() {
             store.apply_inbox();
             store.apply(&mut self.batch);
+        } else {
+            self.look_at = self.batch.len() + LOOK_AGAIN;
         }
     }
 
@@ -387,7 +422,15 @@ impl Staging {
         let mut store = lock_store();
         store.apply_inbox();
         store.apply(&mut self.batch);
+        self.look_at = BATCH;
         store
+    }
+
+    /// The recording stopped: every staged event applied, then the batches' room and
+    /// the blocks' table let go (nothing is staged after a stop).
+    pub(crate) fn stop(&mut self) {
+        self.settle().stopped();
+        self.batch = Batch::new();
     }
 }
 

@@ -531,6 +531,7 @@ pub(crate) fn stop_events() {
     with_recorder(|rec| {
         if let Some(sink) = rec.events.as_mut() {
             sink.recording = false;
+            sink.staging.stop();
         }
         publish_flags(rec);
     });

@@ -4,6 +4,7 @@
 //! and left parked after; a forked child starts its own with its first recording.
 
 use crate::record::event_stage;
+use crate::record::recorder::with_recorder;
 use crate::session::signal_mask::spawn_own_thread;
 use crate::thread::hook_mode::HookMode;
 
@@ -11,7 +12,9 @@ use crate::thread::hook_mode::HookMode;
 /// keeps two recordings from starting two. Without it (the thread could not be started),
 /// the threads that stage events apply each batch themselves.
 pub(crate) fn start() {
-    if event_stage::lock_store().has_consumer() {
+    // The store is taken after the recorder, as everywhere but on the events thread: a
+    // signal handler's hook on this thread then finds the recorder held and passes.
+    if with_recorder(|_| event_stage::lock_store().has_consumer()) {
         return;
     }
     // Nothing it does is recorded: what it allocates and frees is memtape's own (the
@@ -23,5 +26,6 @@ pub(crate) fn start() {
         return;
     };
     // Dropping the handle detaches the thread; it parks when it has nothing to do.
-    event_stage::lock_store().set_consumer(Some(handle.thread().clone()));
+    let thread = handle.thread().clone();
+    with_recorder(|_| event_stage::lock_store().set_consumer(Some(thread)));
 }

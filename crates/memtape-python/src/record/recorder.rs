@@ -327,7 +327,9 @@ impl Recorder {
         let Some(sink) = self.events.as_mut() else {
             return;
         };
-        if !sink.accepts(Action::Free, sink.min_size) {
+        // Any free of the Python heap while it is recorded: the minimum size is checked
+        // by its block, which the store's table has only when it was large enough.
+        if !(sink.recording && sink.python_heap) {
             return;
         }
         let (op_stack, op) = op_stack(at.op, generation);

@@ -20,8 +20,8 @@ use memtape_core::{Action, Event, EventRing, LiveTable, StackId, HOST_DEVICE};
 use crate::record::cache_hint;
 use crate::record::spin_lock::{SpinGuard, SpinLock};
 
-/// A staged batch is handed to the events thread once it holds this many events (1.5
-/// MiB): each hand-over wakes that thread, a system call that costs the staging thread
+/// A staged batch is handed to the events thread once it holds this many events (1 MiB
+/// of packed entries): each hand-over wakes that thread, a system call that costs the staging thread
 /// as much as a thousand events (HISTORY section 59).
 pub(crate) const BATCH: usize = 32 * 1024;
 
@@ -29,6 +29,11 @@ pub(crate) const BATCH: usize = 32 * 1024;
 /// not scheduled) is applied by the staging thread itself once it holds this many: the
 /// memory staging takes is bounded, and a recording goes on without the events thread.
 pub(crate) const MOST_STAGED: usize = BATCH + BATCH / 2;
+
+/// Room for staged events that do not pack ([`Packed`]): rare (an allocation attributed to
+/// an op context, or of 512 MiB or more; a domain number past 2^29), so a batch that fills
+/// it goes on at once instead of holding room for a whole batch of them.
+const MOST_ASIDE: usize = 4 * 1024;
 
 /// How many more events a staging thread stages after the store was busy before it
 /// looks again: the events thread writes the line the store's lock is on at every event
@@ -51,8 +56,99 @@ pub(crate) enum StagedKind {
     HeapFreeBlockStack,
 }
 
-/// One staged Python-heap event, in 48 bytes (an [`Event`] takes 64): the host device,
-/// no stream, the size asked for the size.
+/// A packed entry's kind, in its word's low bits: a [`StagedKind`], or this one, which
+/// says the event is kept whole beside the packed entries ([`Batch::aside`]).
+const ASIDE: u32 = 4;
+const HEAP_ALLOC: u32 = StagedKind::HeapAlloc as u32;
+const HEAP_FREE: u32 = StagedKind::HeapFree as u32;
+const HEAP_FREE_BLOCK_STACK: u32 = StagedKind::HeapFreeBlockStack as u32;
+const KIND_BITS: u32 = 3;
+/// The largest payload a packed entry's word holds (an allocation's size, a free's
+/// domain).
+const MOST_PAYLOAD: u64 = (u32::MAX >> KIND_BITS) as u64;
+
+/// A staged event as a batch holds it, in 32 bytes: the commonest events (a Python-heap
+/// block's allocation at its own stack, of less than 512 MiB; a free) packed, the size or
+/// the domain in one word with the kind; any other kept whole aside, in order.
+#[derive(Clone, Copy, Debug)]
+struct Packed {
+    addr: u64,
+    ticks: u64,
+    stack: StackId,
+    op: u32,
+    thread: u32,
+    /// The kind in the low [`KIND_BITS`] bits, the payload above them.
+    word: u32,
+}
+
+impl Packed {
+    /// `staged` packed, when it fits.
+    #[inline(always)]
+    fn of(staged: &Staged) -> Option<Self> {
+        let payload = match staged.kind {
+            StagedKind::HeapAlloc
+                if staged.domain == memtape_core::PYTHON_DOMAIN && staged.own == staged.stack =>
+            {
+                staged.size
+            }
+            StagedKind::HeapFree | StagedKind::HeapFreeBlockStack => u64::from(staged.domain),
+            _ => return None,
+        };
+        if payload > MOST_PAYLOAD {
+            return None;
+        }
+        Some(Self {
+            addr: staged.addr,
+            ticks: staged.ticks,
+            stack: staged.stack,
+            op: staged.op,
+            thread: staged.thread,
+            word: ((payload as u32) << KIND_BITS) | staged.kind as u32,
+        })
+    }
+
+    /// An entry that stands for an event kept elsewhere (`kind`: [`StagedKind::Push`] or
+    /// [`ASIDE`]).
+    fn marker(kind: u32) -> Self {
+        Self {
+            addr: 0,
+            ticks: 0,
+            stack: 0,
+            op: 0,
+            thread: 0,
+            word: kind,
+        }
+    }
+
+    fn kind(&self) -> u32 {
+        self.word & ((1 << KIND_BITS) - 1)
+    }
+
+    /// The staged event this packs (`kind`: one of the packed kinds).
+    #[inline(always)]
+    fn unpacked(&self, kind: StagedKind) -> Staged {
+        let payload = u64::from(self.word >> KIND_BITS);
+        let (domain, size) = match kind {
+            StagedKind::HeapAlloc => (memtape_core::PYTHON_DOMAIN, payload),
+            _ => (payload as u32, 0),
+        };
+        Staged {
+            kind,
+            domain,
+            addr: self.addr,
+            size,
+            ticks: self.ticks,
+            stack: self.stack,
+            own: self.stack,
+            op: self.op,
+            thread: self.thread,
+        }
+    }
+}
+
+/// One staged Python-heap event as the hooks describe it (48 bytes; a batch holds it
+/// packed in 32, [`Packed`], when it can): the host device, no stream, the size asked for
+/// the size.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Staged {
     pub(crate) kind: StagedKind,
@@ -94,9 +190,11 @@ impl Staged {
 /// Staged events in order, with the events kept as they are beside them.
 #[derive(Default)]
 pub(crate) struct Batch {
-    staged: Vec<Staged>,
+    staged: Vec<Packed>,
     /// The [`StagedKind::Push`] events' own, in order.
     pushed: Vec<Event>,
+    /// The staged events that did not pack, in order.
+    aside: Vec<Staged>,
 }
 
 impl Batch {
@@ -104,6 +202,7 @@ impl Batch {
         Self {
             staged: Vec::new(),
             pushed: Vec::new(),
+            aside: Vec::new(),
         }
     }
 
@@ -112,6 +211,12 @@ impl Batch {
     fn reserve(&mut self) {
         let _ = self.staged.try_reserve(MOST_STAGED);
         let _ = self.pushed.try_reserve(MOST_STAGED);
+        let _ = self.aside.try_reserve(MOST_ASIDE);
+    }
+
+    /// Whether another staged event that does not pack fits the room reserved.
+    fn aside_full(&self) -> bool {
+        self.aside.len() == self.aside.capacity()
     }
 
     /// Whether another event kept as it is fits the room reserved.
@@ -130,15 +235,33 @@ impl Batch {
     fn clear(&mut self) {
         self.staged.clear();
         self.pushed.clear();
+        self.aside.clear();
     }
 
     fn memory_bytes(&self) -> usize {
-        self.staged.capacity() * std::mem::size_of::<Staged>()
+        self.staged.capacity() * std::mem::size_of::<Packed>()
             + self.pushed.capacity() * std::mem::size_of::<Event>()
+            + self.aside.capacity() * std::mem::size_of::<Staged>()
+    }
+
+    /// Stages `staged`, packed or aside (the tests' way; [`Staging::stage`] checks the
+    /// room aside first).
+    #[cfg(test)]
+    fn stage(&mut self, staged: Staged) {
+        match Packed::of(&staged) {
+            Some(packed) => self.stage_packed(packed),
+            None => self.stage_aside(staged),
+        }
+    }
+
+    #[cold]
+    fn stage_aside(&mut self, staged: Staged) {
+        self.aside.push(staged);
+        self.staged.push(Packed::marker(ASIDE));
     }
 
     #[inline(always)]
-    fn stage(&mut self, staged: Staged) {
+    fn stage_packed(&mut self, staged: Packed) {
         self.staged.push(staged);
         // The slot a later event will write, loaded for writing now: the events thread
         // read it last, from the other core.
@@ -153,17 +276,7 @@ impl Batch {
 
     fn push(&mut self, event: Event) {
         self.pushed.push(event);
-        self.staged.push(Staged {
-            kind: StagedKind::Push,
-            domain: 0,
-            addr: 0,
-            size: 0,
-            ticks: 0,
-            stack: 0,
-            own: 0,
-            op: 0,
-            thread: 0,
-        });
+        self.staged.push(Packed::marker(StagedKind::Push as u32));
     }
 }
 
@@ -281,13 +394,25 @@ impl EventStore {
     /// Applies `batch` in order, leaving it empty (its room kept).
     pub(crate) fn apply(&mut self, batch: &mut Batch) {
         let mut pushed = batch.pushed.drain(..);
-        for staged in batch.staged.drain(..) {
-            match staged.kind {
-                StagedKind::Push => {
+        let mut aside = batch.aside.drain(..);
+        for packed in batch.staged.drain(..) {
+            let staged = match packed.kind() {
+                HEAP_ALLOC => packed.unpacked(StagedKind::HeapAlloc),
+                HEAP_FREE => packed.unpacked(StagedKind::HeapFree),
+                HEAP_FREE_BLOCK_STACK => packed.unpacked(StagedKind::HeapFreeBlockStack),
+                ASIDE => match aside.next() {
+                    Some(staged) => staged,
+                    None => continue,
+                },
+                _ => {
                     if let Some(event) = pushed.next() {
                         self.push(event);
                     }
+                    continue;
                 }
+            };
+            match staged.kind {
+                StagedKind::Push => {}
                 StagedKind::HeapAlloc => {
                     // A full table drops this one block (its free then has no event); the
                     // traced program keeps running.
@@ -359,7 +484,15 @@ impl Staging {
     /// here.
     #[inline(always)]
     pub(crate) fn stage(&mut self, staged: Staged) {
-        self.batch.stage(staged);
+        match Packed::of(&staged) {
+            Some(packed) => self.batch.stage_packed(packed),
+            None => {
+                if self.batch.aside_full() {
+                    self.batch_full(true);
+                }
+                self.batch.stage_aside(staged);
+            }
+        }
         if self.batch.len() >= self.look_at {
             self.batch_full(false);
         }
@@ -564,7 +697,50 @@ mod tests {
     }
 
     #[test]
-    fn a_staged_event_takes_48_bytes() {
-        assert_eq!(std::mem::size_of::<Staged>(), 48);
+    fn events_that_do_not_pack_keep_their_place_and_their_values() {
+        let mut s = store();
+        let small = staged(StagedKind::HeapAlloc, 0x1000, 48, 7);
+        let huge = staged(StagedKind::HeapAlloc, 0x2000, 3 << 30, 8);
+        let mut at_op = staged(StagedKind::HeapAlloc, 0x3000, 64, 9);
+        at_op.own = 10;
+        let mut other_domain = staged(StagedKind::HeapAlloc, 0x4000, 16, 11);
+        other_domain.domain = 389_047;
+        let mut free_other = staged(StagedKind::HeapFree, 0x4000, 0, 12);
+        free_other.domain = 389_047;
+        let mut b = batch(&[
+            small,
+            huge,
+            at_op,
+            other_domain,
+            staged(StagedKind::HeapFreeBlockStack, 0x3000, 0, 13),
+            free_other,
+            staged(StagedKind::HeapFree, 0x2000, 0, 14),
+        ]);
+        assert_eq!(b.aside.len(), 3);
+        s.apply(&mut b);
+        assert!(b.aside.is_empty() && b.staged.is_empty());
+        let got: Vec<_> = s
+            .ring
+            .iter()
+            .map(|e| (e.action, e.addr, e.size, e.stack))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Action::Alloc, 0x1000, 48, 7),
+                (Action::Alloc, 0x2000, 3 << 30, 8),
+                (Action::Alloc, 0x3000, 64, 9),
+                (Action::Alloc, 0x4000, 16, 11),
+                // The realloc's free takes the block's own stack, kept aside.
+                (Action::Free, 0x3000, 64, 10),
+                (Action::Free, 0x4000, 16, 12),
+                (Action::Free, 0x2000, 3 << 30, 14),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_staged_event_takes_32_bytes() {
+        assert_eq!(std::mem::size_of::<Packed>(), 32);
     }
 }

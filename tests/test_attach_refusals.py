@@ -75,14 +75,18 @@ def test_unsupported_version(tmp_path: Path) -> None:
         target.kill()
 
 
+# A system interpreter of the running version (nobody cannot enter pyenv's /root), else
+# the host's Debian 12 Python, 3.11: memtape must be built for the one used.
+_RUNNING = f"{sys.version_info.major}.{sys.version_info.minor}"
+_SYSTEM_VERSION = _RUNNING if os.path.exists(f"/usr/bin/python{_RUNNING}") else "3.11"
+
+
+@pytest.mark.needs_builds(_SYSTEM_VERSION)
 def test_no_rights_to_trace(tmp_path: Path) -> None:
     """memtape as another user (nobody) than the target's (root), without CAP_SYS_PTRACE."""
     target = Target(BASE_PYTHON, tmp_path / "target")
     try:
-        # A system interpreter of the running version (nobody cannot enter pyenv's /root).
-        system_python = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
-        if not os.path.exists(system_python):
-            system_python = "/usr/bin/python3.11"  # the host's Debian 12 Python, as 3.11
+        system_python = f"/usr/bin/python{_SYSTEM_VERSION}"
         argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
         argv += [system_python, "-m", "memtape", "attach", str(target.pid)]
         env = {"PYTHONPATH": str(REPO / "python"), "PATH": os.environ["PATH"]}

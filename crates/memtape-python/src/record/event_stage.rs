@@ -21,8 +21,8 @@ use crate::record::cache_hint;
 use crate::record::spin_lock::{SpinGuard, SpinLock};
 
 /// A staged batch is handed to the events thread once it holds this many events (1 MiB
-/// of packed entries): each hand-over wakes that thread, a system call that costs the staging thread
-/// as much as a thousand events (HISTORY section 59).
+/// of packed entries): each hand-over wakes that thread, a system call that costs the
+/// staging thread as much as a thousand events (HISTORY section 59).
 pub(crate) const BATCH: usize = 32 * 1024;
 
 /// A staged batch that the events thread could not take (busy with the batch before, or
@@ -59,6 +59,7 @@ pub(crate) enum StagedKind {
 /// A packed entry's kind, in its word's low bits: a [`StagedKind`], or this one, which
 /// says the event is kept whole beside the packed entries ([`Batch::aside`]).
 const ASIDE: u32 = 4;
+const PUSH: u32 = StagedKind::Push as u32;
 const HEAP_ALLOC: u32 = StagedKind::HeapAlloc as u32;
 const HEAP_FREE: u32 = StagedKind::HeapFree as u32;
 const HEAP_FREE_BLOCK_STACK: u32 = StagedKind::HeapFreeBlockStack as u32;
@@ -107,8 +108,7 @@ impl Packed {
         })
     }
 
-    /// An entry that stands for an event kept elsewhere (`kind`: [`StagedKind::Push`] or
-    /// [`ASIDE`]).
+    /// An entry that stands for an event kept elsewhere (`kind`: [`PUSH`] or [`ASIDE`]).
     fn marker(kind: u32) -> Self {
         Self {
             addr: 0,
@@ -276,7 +276,7 @@ impl Batch {
 
     fn push(&mut self, event: Event) {
         self.pushed.push(event);
-        self.staged.push(Packed::marker(StagedKind::Push as u32));
+        self.staged.push(Packed::marker(PUSH));
     }
 }
 
@@ -404,12 +404,14 @@ impl EventStore {
                     Some(staged) => staged,
                     None => continue,
                 },
-                _ => {
+                PUSH => {
                     if let Some(event) = pushed.next() {
                         self.push(event);
                     }
                     continue;
                 }
+                // No other kind is ever packed.
+                _ => continue,
             };
             match staged.kind {
                 StagedKind::Push => {}
